@@ -1,0 +1,3 @@
+"""gpupoc: acceptance tests for GPU scheduling on Kubernetes."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,142 @@
+"""The `gpupoc` command: sim build/up/down/status/nodes, and the inventory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from kubernetes import client  # type: ignore[import-untyped]
+
+from harness.errors import ConfigError, HarnessError
+from harness.inventory import format_inventory, gpu_inventory
+from harness.sim import build, cluster, nodes
+from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
+                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, GpuSpec, SimConfig)
+
+EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input: one line saying what is wrong, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _gpu_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpus-per-node", type=int, default=DEFAULT_GPUS_PER_NODE)
+    parser.add_argument("--gpu-product", default=DEFAULT_GPU_PRODUCT, help="GFD form, e.g. NVIDIA-H100-80GB-HBM3")
+    parser.add_argument("--gpu-memory-mib", type=int, default=None)
+    parser.add_argument("--driver-version", default=DEFAULT_DRIVER_VERSION)
+    parser.add_argument("--cuda-version", default=DEFAULT_CUDA_VERSION)
+
+
+def _gpu_spec(args: argparse.Namespace) -> GpuSpec:
+    return GpuSpec(count=args.gpus_per_node, product=args.gpu_product, memory_mib=args.gpu_memory_mib,
+                   driver_version=args.driver_version, cuda_version=args.cuda_version)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = OneLineParser(prog="gpupoc", description="GPU scheduling POC acceptance tests")
+    commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sim = commands.add_parser("sim", help="the local simulated GPU cluster")
+    sim_commands = sim.add_subparsers(dest="sim_command", required=True, parser_class=OneLineParser)
+    build_cmd = sim_commands.add_parser("build", help="compile the sim's components from the Go module proxy")
+    build_cmd.add_argument("components", nargs="*", help="only these (default: all)")
+    up = sim_commands.add_parser("up", help="start the sim and its GPU nodes")
+    up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
+    _gpu_flags(up)
+    sim_commands.add_parser("down", help="stop every process `sim up` started")
+    sim_commands.add_parser("status", help="each component: pid, running, healthy, version")
+    node_cmd = sim_commands.add_parser("nodes", help="add or remove simulated GPU nodes")
+    node_ops = node_cmd.add_subparsers(dest="nodes_command", required=True, parser_class=OneLineParser)
+    add = node_ops.add_parser("add")
+    add.add_argument("--count", type=int, default=1)
+    _gpu_flags(add)
+    remove = node_ops.add_parser("remove")
+    remove.add_argument("names", nargs="*")
+    remove.add_argument("--count", type=int, default=0, help="remove the newest N simulated nodes")
+    commands.add_parser("inventory", help="print the cluster's nodes and GPU inventory")
+    return top
+
+
+def _core() -> client.CoreV1Api:
+    if not cluster.is_up():
+        raise HarnessError("sim is not up: run `gpupoc sim up` first")
+    return client.CoreV1Api(cluster.api_client())
+
+
+def print_inventory() -> None:
+    core = _core()
+    api = core.api_client
+    raw = [api.sanitize_for_serialization(n) for n in core.list_node().items]
+    version = client.VersionApi(api).get_code().git_version
+    print(f"cluster: {api.configuration.host} (Kubernetes {version}), {len(raw)} node(s)")
+    print(format_inventory(gpu_inventory(raw)))
+
+
+def _print_status() -> int:
+    rows = cluster.status()
+    if not rows:
+        print("sim is not up")
+        return 1
+    print(f"{'COMPONENT':<24} {'PID':>7} {'RUNNING':<8} {'HEALTHY':<8} VERSION")
+    for r in rows:
+        print(f"{r.name:<24} {r.pid:>7} {str(r.running).lower():<8} {str(r.healthy).lower():<8} {r.version}")
+    return 0 if all(r.running and r.healthy for r in rows) else 1
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    core = _core()
+    if args.nodes_command == "add":
+        if args.count < 1:
+            raise ConfigError(f"--count must be at least 1, got {args.count}")
+        names = nodes.add_nodes(core, args.count, _gpu_spec(args))
+        nodes.wait_nodes_ready(core, names)
+        print(f"added and Ready: {', '.join(names)}")
+        return 0
+    if args.count < 0 or (not args.names and args.count == 0):
+        raise ConfigError("name the nodes to remove, or give --count N (N >= 1)")
+    names = args.names or nodes.simulated_node_names(core)[-args.count:]
+    print(f"removed: {', '.join(nodes.remove_nodes(core, names)) or 'nothing'}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "inventory":
+        print_inventory()
+        return 0
+    match args.sim_command:
+        case "build":
+            build.build(args.components)
+            return 0
+        case "up":
+            cluster.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args)))
+            return 0
+        case "down":
+            cluster.down()
+            return 0
+        case "status":
+            return _print_status()
+        case _:
+            return _nodes(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except ConfigError as exc:
+        print(f"gpupoc: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (HarnessError, ValueError) as exc:
+        print(f"gpupoc: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("gpupoc: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

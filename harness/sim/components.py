@@ -1,0 +1,165 @@
+"""The processes of the sim: how each is started and how its health is probed."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.sim import paths
+from harness.sim.config import Ports
+
+SERVICE_CIDR = "10.96.0.0/12"
+POD_CIDR = "10.244.0.1/16"
+HEALTH_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one sim instance keeps its files."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.root / "logs" / "audit.log"
+
+    def component_kubeconfig(self, name: str) -> Path:
+        return self.root / f"{name}.kubeconfig"
+
+    def log(self, name: str) -> Path:
+        return self.logs / f"{name}.log"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    argv: tuple[str, ...]
+    health_url: str
+    port: int
+    bearer_token_file: Path | None = None  # for health probes that need credentials
+
+    @property
+    def binary(self) -> str:
+        return self.argv[0]
+
+    def healthy(self) -> bool:
+        request = urllib.request.Request(self.health_url)
+        if self.bearer_token_file is not None:
+            request.add_header("Authorization", f"Bearer {self.bearer_token_file.read_text().strip()}")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # loopback, self-signed serving certs of the sim
+        try:
+            with urllib.request.urlopen(request, timeout=HEALTH_TIMEOUT_S, context=context) as response:
+                return bool(response.status == 200)
+        except (OSError, ValueError):
+            return False
+
+    def version(self) -> str:
+        flag = "--version" if self.name != "prometheus" else "--version"
+        try:
+            out = subprocess.run([self.binary, flag], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"
+        first = (out.stdout or out.stderr).strip().splitlines()
+        return first[0] if first else "unknown"
+
+
+def prometheus_binary() -> str:
+    found = shutil.which("prometheus")
+    if found is None:
+        raise ConfigError("Prometheus not found on PATH: install it with `apt-get install -y prometheus` "
+                          "(the sim runs it as a plain process with its own config)")
+    return found
+
+
+def binary(name: str) -> str:
+    path = paths.bin_dir() / name
+    if not path.exists():
+        raise ConfigError(f"{name} is not built ({path} missing): run `gpupoc sim build` first")
+    return str(path)
+
+
+def control_plane(layout: Layout, ports: Ports) -> list[Component]:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Prometheus, in start order."""
+    pki, always_allowed = layout.pki, "/healthz,/readyz,/livez,/metrics"
+    admin_token = layout.root / "admin.token"
+    return [
+        Component("etcd", (
+            binary("etcd"), "--name=sim", f"--data-dir={layout.data / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{ports.etcd}",
+            f"--advertise-client-urls=http://127.0.0.1:{ports.etcd}",
+            f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+            f"--initial-cluster=sim=http://127.0.0.1:{ports.etcd_peer}",
+            "--unsafe-no-fsync=true",  # throwaway data: a simulated cluster lives for one session
+            "--quota-backend-bytes=4294967296",
+        ), f"http://127.0.0.1:{ports.etcd}/health", ports.etcd),
+        Component("kube-apiserver", (
+            binary("kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={pki / 'kube-apiserver.crt'}", f"--tls-private-key-file={pki / 'kube-apiserver.key'}",
+            f"--client-ca-file={pki / 'gpupoc-sim-ca.crt'}",
+            f"--token-auth-file={layout.root / 'tokens.csv'}", "--authorization-mode=RBAC",
+            "--anonymous-auth=false",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'service-account.key'}",
+            f"--service-account-signing-key-file={pki / 'service-account.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--endpoint-reconciler-type=none",
+            f"--audit-policy-file={paths.SIM_RECIPES / 'audit-policy.yaml'}",
+            f"--audit-log-path={layout.audit_log}", "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
+            "--allow-privileged=true",
+        ), f"https://127.0.0.1:{ports.apiserver}/readyz", ports.apiserver, bearer_token_file=admin_token),
+        Component("kube-controller-manager", (
+            binary("kube-controller-manager"),
+            f"--kubeconfig={layout.component_kubeconfig('kube-controller-manager')}",
+            "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}", "--leader-elect=false",
+            f"--root-ca-file={pki / 'gpupoc-sim-ca.crt'}",
+            f"--service-account-private-key-file={pki / 'service-account.key'}",
+            f"--authorization-always-allow-paths={always_allowed}",
+            f"--cert-dir={layout.pki / 'kube-controller-manager'}",
+        ), f"https://127.0.0.1:{ports.controller_manager}/healthz", ports.controller_manager),
+        Component("kube-scheduler", (
+            binary("kube-scheduler"), f"--kubeconfig={layout.component_kubeconfig('kube-scheduler')}",
+            "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}", "--leader-elect=false",
+            f"--authorization-always-allow-paths={always_allowed}",
+            f"--cert-dir={layout.pki / 'kube-scheduler'}",
+        ), f"https://127.0.0.1:{ports.scheduler}/healthz", ports.scheduler),
+        Component("kwok-controller", (
+            binary("kwok"), f"--kubeconfig={layout.component_kubeconfig('kwok-controller')}",
+            f"--config={paths.SIM_RECIPES / 'kwok' / 'stages.yaml'}",
+            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address=127.0.0.1:{ports.kwok}", f"--cidr={POD_CIDR}", "--node-ip=10.240.0.1",
+            "--node-lease-duration-seconds=40",
+        ), f"http://127.0.0.1:{ports.kwok}/healthz", ports.kwok),
+        Component("prometheus", (
+            prometheus_binary(), f"--config.file={layout.root / 'prometheus.yml'}",
+            f"--storage.tsdb.path={layout.data / 'prometheus'}", "--storage.tsdb.retention.time=1d",
+            f"--web.listen-address=127.0.0.1:{ports.prometheus}",
+        ), f"http://127.0.0.1:{ports.prometheus}/-/ready", ports.prometheus),
+    ]

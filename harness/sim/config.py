@@ -1,0 +1,121 @@
+"""What a sim looks like: node count, GPU model and driver, ports. Validated once."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from harness.errors import ConfigError
+
+DEFAULT_NODES = 4
+DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+DEFAULT_DRIVER_VERSION = "550.90.07"
+DEFAULT_CUDA_VERSION = "12.4"
+DEFAULT_PORT_BASE = 37000
+PORT_BASE_ENV = "GPUPOC_SIM_PORT_BASE"
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    family: str
+    memory_mib: int
+    compute: tuple[int, int]
+    mig_capable: bool
+
+
+# What GPU Feature Discovery reports for a few common data-centre GPUs.
+GPU_MODELS: dict[str, GpuModel] = {
+    "NVIDIA-H100-80GB-HBM3": GpuModel("hopper", 81559, (9, 0), True),
+    "NVIDIA-H200": GpuModel("hopper", 143771, (9, 0), True),
+    "NVIDIA-A100-SXM4-80GB": GpuModel("ampere", 81920, (8, 0), True),
+    "NVIDIA-L4": GpuModel("ada-lovelace", 23034, (8, 9), False),
+}
+UNKNOWN_GPU = GpuModel("unknown", 0, (0, 0), False)
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """The GPUs of one simulated node, as GPU Feature Discovery would label them."""
+
+    count: int = DEFAULT_GPUS_PER_NODE
+    product: str = DEFAULT_GPU_PRODUCT
+    driver_version: str = DEFAULT_DRIVER_VERSION
+    cuda_version: str = DEFAULT_CUDA_VERSION
+    memory_mib: int | None = None  # None: the model's known memory
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ConfigError(f"--gpus-per-node must be at least 1 for GPU product {self.product}, got {self.count}")
+        if " " in self.product or not self.product:
+            raise ConfigError(f"--gpu-product {self.product!r}: use GFD form with dashes, e.g. {DEFAULT_GPU_PRODUCT}")
+        if len(self.driver_version.split(".")) != 3 or not self.driver_version.replace(".", "").isdigit():
+            raise ConfigError(f"--driver-version {self.driver_version!r}: expected MAJOR.MINOR.REVISION, e.g. 550.90.07")
+        if len(self.cuda_version.split(".")) != 2 or not self.cuda_version.replace(".", "").isdigit():
+            raise ConfigError(f"--cuda-version {self.cuda_version!r}: expected MAJOR.MINOR, e.g. 12.4")
+        if self.memory_mib is not None and self.memory_mib < 1:
+            raise ConfigError(f"--gpu-memory-mib must be positive, got {self.memory_mib}")
+
+    @property
+    def model(self) -> GpuModel:
+        return GPU_MODELS.get(self.product, UNKNOWN_GPU)
+
+    @property
+    def memory(self) -> int:
+        return self.memory_mib if self.memory_mib is not None else self.model.memory_mib
+
+
+@dataclass(frozen=True)
+class Ports:
+    base: int
+
+    def __post_init__(self) -> None:
+        if not 1024 <= self.base <= 65000:
+            raise ConfigError(f"{PORT_BASE_ENV}={self.base}: must be between 1024 and 65000")
+
+    @property
+    def etcd(self) -> int:
+        return self.base + 1
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 2
+
+    @property
+    def prometheus(self) -> int:
+        return self.base + 90
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 247
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 257
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 259
+
+    @property
+    def apiserver(self) -> int:
+        return self.base + 443
+
+
+def ports_from_env() -> Ports:
+    raw = os.environ.get(PORT_BASE_ENV, str(DEFAULT_PORT_BASE))
+    try:
+        return Ports(int(raw))
+    except ValueError:
+        raise ConfigError(f"{PORT_BASE_ENV}={raw!r}: expected a port number") from None
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = DEFAULT_NODES
+    gpu: GpuSpec = field(default_factory=GpuSpec)
+    ports: Ports = field(default_factory=ports_from_env)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 0:
+            raise ConfigError(f"--nodes must be 0 or more, got {self.nodes}")

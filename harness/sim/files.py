@@ -1,0 +1,81 @@
+"""Files the sim's processes read: tokens, kubeconfigs, Prometheus config. Pure rendering."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.sim.config import Ports
+
+# Identities of the sim: name -> groups. The admin is what users and suites act as.
+IDENTITIES: dict[str, tuple[str, ...]] = {
+    "gpupoc-admin": ("system:masters",),
+    "system:kube-controller-manager": ("system:masters",),
+    "system:kube-scheduler": ("system:masters",),
+    "gpupoc-kwok": ("system:masters",),
+    "gpupoc-prometheus": ("system:monitoring",),
+}
+SCRAPE_INTERVAL = "5s"
+
+
+@dataclass(frozen=True)
+class Token:
+    user: str
+    value: str
+
+
+def new_tokens() -> dict[str, Token]:
+    return {user: Token(user, secrets.token_hex(24)) for user in IDENTITIES}
+
+
+def token_file(tokens: dict[str, Token]) -> str:
+    """The API server's --token-auth-file: token,user,uid,"group1,group2"."""
+    return "".join(f'{t.value},{t.user},{t.user},"{",".join(IDENTITIES[t.user])}"\n' for t in tokens.values())
+
+
+def kubeconfig(server: str, ca_file: Path, token: Token, context: str = "gpupoc-sim") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": context,
+        "clusters": [{"name": context, "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": token.user, "user": {"token": token.value}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": token.user}}],
+    }
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write a file only this user can read: it holds a credential."""
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(text)
+    return path
+
+
+def write_kubeconfig(path: Path, config: dict[str, Any]) -> Path:
+    return write_private(path, yaml.safe_dump(config, sort_keys=False))
+
+
+def prometheus_config(ports: Ports, token_path: Path) -> dict[str, Any]:
+    """Static 127.0.0.1 targets only: nothing scrapes a simulated pod or Service IP."""
+    def https(job: str, port: int) -> dict[str, Any]:
+        return {"job_name": job, "scheme": "https", "bearer_token_file": str(token_path),
+                "tls_config": {"insecure_skip_verify": True},
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+
+    def http(job: str, port: int) -> dict[str, Any]:
+        return {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+
+    return {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "scrape_configs": [
+            https("kube-apiserver", ports.apiserver),
+            https("kube-controller-manager", ports.controller_manager),
+            https("kube-scheduler", ports.scheduler),
+            http("etcd", ports.etcd),
+            http("kwok", ports.kwok),
+            http("prometheus", ports.prometheus),
+        ],
+    }

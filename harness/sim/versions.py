@@ -1,0 +1,31 @@
+"""The pinned component versions, read from sim/versions.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.sim.paths import VERSIONS_FILE
+
+
+@dataclass(frozen=True)
+class Pins:
+    kubernetes: str
+    etcd: str
+    kwok: str
+
+    @property
+    def kubernetes_staging(self) -> str:
+        """The v0.x.y of the k8s.io staging modules that match kubernetes v1.x.y."""
+        return "v0." + self.kubernetes.removeprefix("v1.")
+
+
+def load_pins(path: Path = VERSIONS_FILE) -> Pins:
+    try:
+        data = tomllib.loads(path.read_text())
+        return Pins(**{name: str(data[name]["version"]) for name in ("kubernetes", "etcd", "kwok")})
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: cannot read pinned versions ({exc}); "
+                          "each of [kubernetes], [etcd], [kwok] needs a version") from exc
