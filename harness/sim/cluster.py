@@ -93,7 +93,7 @@ def _check_ports(components: list[Component], extra: dict[str, int]) -> None:
                            f"or choose other ports with GPUPOC_SIM_PORT_BASE=<base>")
 
 
-def _wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) -> None:
+def wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not procs.is_running(pid, component.binary):
@@ -129,7 +129,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             pid = procs.start(list(component.argv), lay.log(component.name))
             state["components"][component.name] = {"pid": pid, "binary": component.binary, "port": component.port}
             _write_state(lay, state)
-            _wait_healthy(component, pid, lay, start_timeout_s)
+            wait_healthy(component, pid, lay, start_timeout_s)
             say(f"  {component.name:<24} pid {pid:<7} healthy after {time.monotonic() - started:5.1f}s")
         core = client.CoreV1Api(api_client(lay))
         names = nodes.add_nodes(core, cfg.nodes, cfg.gpu)

@@ -59,8 +59,7 @@ def node_manifest(name: str, gpu: GpuSpec) -> dict[str, Any]:
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
         "spec": {"providerID": f"gpupoc-sim://{name}"},
-        "status": {"capacity": resources, "allocatable": resources,
-                   "nodeInfo": {"kubeletVersion": "kwok", "operatingSystem": "linux", "architecture": "amd64"}},
+        "status": {"capacity": resources, "allocatable": resources},
     }
 
 

@@ -1,0 +1,29 @@
+# gpupoc: two set-up commands for a fresh machine, `make poc` and `make test`.
+PYTHON ?= python3
+STAMP := .venv-installed
+
+.PHONY: poc test install build unit clean-sim
+
+$(STAMP): pyproject.toml
+	bash sim/install-deps.sh
+	$(PYTHON) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+build: install
+	gpupoc sim build
+
+# The main job: build the sim, start it, print the cluster and GPU inventory, stop it.
+poc: build
+	bash sim/poc.sh
+
+# The project's tests: unit tests, then the integration tests against the sim.
+test: build
+	$(PYTHON) -m pytest tests
+
+unit: install
+	$(PYTHON) -m pytest tests/unit
+
+clean-sim:
+	-gpupoc sim down
