@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client  # type: ignore[import-untyped]
+from kubernetes import client
 
 from harness.sim import cluster
 from harness.sim.config import SimConfig

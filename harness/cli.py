@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from kubernetes import client  # type: ignore[import-untyped]
+from kubernetes import client
 
 from harness.errors import ConfigError, HarnessError
 from harness.inventory import format_inventory, gpu_inventory

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import watch  # type: ignore[import-untyped]
-from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
 
 from harness.errors import HarnessError, WaitTimeout
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client, config as kube_config  # type: ignore[import-untyped]
+from kubernetes import client, config as kube_config
 
 from harness.errors import SimError
 from harness.sim import files, nodes, pki, procs
@@ -97,7 +97,7 @@ def wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not procs.is_running(pid, component.binary):
-            raise SimError(f"{component.name} exited during start-up; last lines of "
+            raise SimError(f"{component.name} exited during start-up (status {procs.exit_status(pid)}); last lines of "
                            f"{lay.log(component.name)}:\n{procs.log_tail(lay.log(component.name))}")
         if component.healthy():
             return

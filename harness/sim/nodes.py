@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubernetes import client, watch  # type: ignore[import-untyped]
+from kubernetes import client, watch
 
 from harness.errors import WaitTimeout
 from harness.sim.config import GpuSpec

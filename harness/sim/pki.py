@@ -10,7 +10,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = datetime.timedelta(days=30)
 KEY_BITS = 2048
@@ -66,7 +66,7 @@ def make_serving_cert(ca: KeyPair, directory: Path, name: str, dns: tuple[str, .
     sans += [x509.DNSName(d) for d in dns]
     cert = (_builder(name, ca_cert.subject, key.public_key())
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256()))
     pair = KeyPair(directory / f"{name}.crt", directory / f"{name}.key")
     pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 STOP_GRACE_S = 8.0
 LOG_TAIL_LINES = 20
+_children: dict[int, subprocess.Popen[bytes]] = {}  # started by this process: their exit status is ours to read
 
 
 def start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
@@ -18,7 +19,14 @@ def start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env)
+    _children[proc.pid] = proc
     return proc.pid
+
+
+def exit_status(pid: int) -> int | None:
+    """Exit status of a process this gpupoc started and that has ended; None when unknown."""
+    proc = _children.get(pid)
+    return proc.poll() if proc is not None else None
 
 
 def cmdline(pid: int) -> list[str]:

@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from kubernetes import client  # type: ignore[import-untyped]
+from kubernetes import client
 
 from harness.sim import cluster
 from harness.sim.config import DEFAULT_GPU_PRODUCT, DEFAULT_GPUS_PER_NODE, DEFAULT_DRIVER_VERSION
