@@ -40,4 +40,8 @@ def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterato
     test = request.node.name[:63].strip("-_.[]").replace("[", "-").replace("]", "")
     core.create_namespace({"metadata": {"name": name, "labels": {RUN_LABEL: RUN_ID, TEST_LABEL: test[:63]}}})
     yield name
-    core.delete_namespace(name, propagation_policy="Background")
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise

@@ -12,7 +12,8 @@ from harness.errors import ConfigError, HarnessError
 from harness.inventory import format_inventory, gpu_inventory
 from harness.sim import build, cluster, nodes
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
-                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, GpuSpec, SimConfig)
+                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, DEFAULT_SCHEDULERS, GpuSpec, SimConfig,
+                                parse_schedulers)
 
 EXIT_USAGE = 2
 
@@ -46,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     build_cmd.add_argument("components", nargs="*", help="only these (default: all)")
     up = sim_commands.add_parser("up", help="start the sim and its GPU nodes")
     up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
+    up.add_argument("--schedulers", default=",".join(DEFAULT_SCHEDULERS),
+                    help="comma-separated: kueue,volcano,kuberay,kai, or 'none' (default: %(default)s)")
     _gpu_flags(up)
     sim_commands.add_parser("down", help="stop every process `sim up` started")
     sim_commands.add_parser("status", help="each component: pid, running, healthy, version")
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             build.build(args.components)
             return 0
         case "up":
-            cluster.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args)))
+            cluster.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args), schedulers=parse_schedulers(args.schedulers)))
             return 0
         case "down":
             cluster.down()

@@ -94,3 +94,36 @@ def wait_gone(list_func: Callable[..., Any], what: str, *, timeout_s: float,
             stream.stop()
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"{what}: still present after {timeout_s:.0f}s; last: {last}")
+
+
+def wait_for_set(list_func: Callable[..., Any], what: str, done: Callable[[dict[str, Any]], bool], *,
+                 timeout_s: float, describe: Callable[[dict[str, Any]], str] = lambda s: str(sorted(s)),
+                 **list_kwargs: Any) -> dict[str, Any]:
+    """Watch a set of objects (by name) until `done(objects_by_name)`; return the set.
+
+    For conditions over many objects at once: "all 4 pods of the gang are bound".
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        listing = list_func(**list_kwargs)
+        objects = {o.metadata.name: o for o in listing.items}
+        if done(objects):
+            return objects
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(list_func, resource_version=listing.metadata.resource_version,
+                                       timeout_seconds=max(1, int(deadline - time.monotonic())), **list_kwargs):
+                obj = event["object"]
+                if event["type"] == "DELETED":
+                    objects.pop(obj.metadata.name, None)
+                else:
+                    objects[obj.metadata.name] = obj
+                if done(objects):
+                    return objects
+        except ApiException as exc:
+            if exc.status != HTTP_GONE:
+                raise
+        finally:
+            stream.stop()
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {describe(objects)}")

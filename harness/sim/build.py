@@ -85,11 +85,29 @@ def etcd_wrapper(pins: Pins, log: Path) -> str:
     return _wrapper("etcd", upstream, requires)
 
 
-def _wrapper(name: str, upstream: str, requires: list[str]) -> str:
+def volcano_wrapper(pins: Pins, log: Path) -> str:
+    """Require Volcano with its own replace directives; its staging volcano.sh/apis at a published version."""
+    upstream = _module_go_mod("volcano.sh/volcano", pins.volcano, log)
+    replaces = [r for r in _replace_lines(upstream) if "=> ./" not in r and "=> ../" not in r]
+    replaces.append(f"volcano.sh/apis => volcano.sh/apis {pins.volcano_apis}")
+    requires = [f"\tvolcano.sh/volcano {pins.volcano}"]
+    return _wrapper("volcano", upstream, requires, replaces)
+
+
+def _replace_lines(go_mod: str) -> list[str]:
+    blocks = re.findall(r"^replace \((.*?)^\)", go_mod, re.M | re.S)
+    lines = [line.strip() for block in blocks for line in block.splitlines() if "=>" in line]
+    return lines + [line.removeprefix("replace ").strip() for line in go_mod.splitlines()
+                    if line.startswith("replace ") and "=>" in line]
+
+
+def _wrapper(name: str, upstream: str, requires: list[str], replaces: Sequence[str] = ()) -> str:
     go_line = re.search(r"^go (\S+)", upstream, re.M)
     lines = [f"module gpupoc.local/sim/{name}", "", f"go {go_line.group(1) if go_line else '1.26.0'}", ""]
     lines += _godebug_lines(upstream)
     lines += ["", "require (", *requires, ")", ""]
+    if replaces:
+        lines += ["replace (", *[f"\t{r}" for r in replaces], ")", ""]
     return "\n".join(lines)
 
 
@@ -114,6 +132,13 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                ldflags=kubernetes_ldflags(pins.kubernetes),
                wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kubernetes.log")),
         Recipe("kwok", pins.kwok, ("kwok",), ("sigs.k8s.io/kwok/cmd/kwok",)),
+        Recipe("kueue", pins.kueue, ("kueue",), ("sigs.k8s.io/kueue/cmd/kueue",)),
+        Recipe("volcano", pins.volcano, ("volcano-scheduler", "volcano-controller-manager"),
+               ("volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano/cmd/controller-manager"),
+               wrapper_go_mod=lambda: volcano_wrapper(pins, log_dir / "volcano.log")),
+        Recipe("kuberay", pins.kuberay, ("ray-operator",), ("github.com/ray-project/kuberay/ray-operator",)),
+        Recipe("kube-state-metrics", pins.kube_state_metrics, ("kube-state-metrics",),
+               ("k8s.io/kube-state-metrics/v2",)),
     ]
 
 
@@ -137,8 +162,11 @@ def _build_one(recipe: Recipe, log: Path) -> None:
     if not (src / "go.mod").exists() or (src / "go.mod").read_text() != go_mod:
         (src / "go.mod").write_text(go_mod)
         (src / "go.sum").unlink(missing_ok=True)
-    out = str(paths.bin_dir() / recipe.binaries[0]) if len(recipe.binaries) == 1 else str(paths.bin_dir()) + "/"
-    _go(["build", "-ldflags", recipe.ldflags, "-o", out, *recipe.packages], src, log, env)
+    if [p.rsplit("/", 1)[1] for p in recipe.packages] == list(recipe.binaries):
+        _go(["build", "-ldflags", recipe.ldflags, "-o", f"{paths.bin_dir()}/", *recipe.packages], src, log, env)
+        return
+    for package, binary in zip(recipe.packages, recipe.binaries, strict=True):
+        _go(["build", "-ldflags", recipe.ldflags, "-o", str(paths.bin_dir() / binary), package], src, log, env)
 
 
 def require_go() -> None:

@@ -6,13 +6,14 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client, config as kube_config
 
 from harness.errors import SimError
-from harness.sim import files, nodes, pki, procs
+from harness.sim import files, nodes, pki, procs, stack
 from harness.sim.components import Component, Layout, control_plane
 from harness.sim.config import SimConfig, ports_from_env
 from harness.sim.paths import state_dir
@@ -79,10 +80,14 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
     server = f"https://127.0.0.1:{cfg.ports.apiserver}"
     files.write_kubeconfig(lay.kubeconfig, files.kubeconfig(server, ca.cert, tokens["gpupoc-admin"]))
     for name, user in (("kube-controller-manager", "system:kube-controller-manager"),
-                       ("kube-scheduler", "system:kube-scheduler"), ("kwok-controller", "gpupoc-kwok")):
+                       ("kube-scheduler", "system:kube-scheduler"), ("kwok-controller", "gpupoc-kwok"),
+                       ("kueue", "gpupoc-kueue"), ("volcano", "gpupoc-volcano"), ("kuberay", "gpupoc-kuberay"),
+                       ("kube-state-metrics", "gpupoc-kube-state-metrics")):
         files.write_kubeconfig(lay.component_kubeconfig(name), files.kubeconfig(server, ca.cert, tokens[user]))
-    prom = files.prometheus_config(cfg.ports, lay.root / "prometheus.token")
+    token = lay.root / "prometheus.token"
+    prom = files.prometheus_config(cfg.ports, token, stack.scrape_jobs(cfg.ports, cfg.schedulers, token))
     (lay.root / "prometheus.yml").write_text(json.dumps(prom, indent=2))
+    stack.write_configs(lay, cfg.ports, cfg.schedulers)
 
 
 def _check_ports(components: list[Component], extra: dict[str, int]) -> None:
@@ -118,28 +123,52 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         raise SimError(f"sim is partly up ({dead} not running): run `gpupoc sim down`, then `gpupoc sim up`")
     lay.root.mkdir(parents=True, exist_ok=True)
     components = control_plane(lay, cfg.ports)
-    _check_ports(components, {"etcd peer": cfg.ports.etcd_peer})
+    scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
+    extra_ports = {"etcd peer": cfg.ports.etcd_peer}
+    if "kueue" in cfg.schedulers:
+        extra_ports |= {"kueue webhook": cfg.ports.kueue_webhook, "kueue metrics": cfg.ports.kueue_metrics}
+    if "volcano" in cfg.schedulers:
+        extra_ports |= {"volcano metrics": cfg.ports.volcano_scheduler_metrics,
+                        "volcano controllers metrics": cfg.ports.volcano_controllers_metrics}
+    if "kuberay" in cfg.schedulers:
+        extra_ports |= {"kuberay metrics": cfg.ports.kuberay_metrics}
+    _check_ports(components + scheduler_components, extra_ports)
     started = time.monotonic()
     _prepare_files(lay, cfg)
     state: dict[str, Any] = {"components": {}, "ports": {c.name: c.port for c in components},
                              "kubeconfig": str(lay.kubeconfig), "prometheus_url": f"http://127.0.0.1:{cfg.ports.prometheus}",
-                             "started_at": time.time()}
+                             "schedulers": list(cfg.schedulers), "started_at": time.time()}
+
+    def start(component: Component) -> None:
+        pid = procs.start(list(component.argv), lay.log(component.name))
+        state["components"][component.name] = {
+            "pid": pid, "binary": component.binary, "port": component.port, "health_url": component.health_url,
+            "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
+            "version": component.version()}
+        state["ports"][component.name] = component.port
+        _write_state(lay, state)
+        wait_healthy(component, pid, lay, start_timeout_s)
+        say(f"  {component.name:<28} pid {pid:<7} healthy after {time.monotonic() - started:5.1f}s")
+
     try:
         for component in components:
-            pid = procs.start(list(component.argv), lay.log(component.name))
-            state["components"][component.name] = {"pid": pid, "binary": component.binary, "port": component.port}
-            _write_state(lay, state)
-            wait_healthy(component, pid, lay, start_timeout_s)
-            say(f"  {component.name:<24} pid {pid:<7} healthy after {time.monotonic() - started:5.1f}s")
-        core = client.CoreV1Api(api_client(lay))
+            start(component)
+        api = api_client(lay)
+        core = client.CoreV1Api(api)
         names = nodes.add_nodes(core, cfg.nodes, cfg.gpu)
+        if cfg.schedulers:
+            stack.install_crds(api, cfg.schedulers)
+            for component in scheduler_components:
+                start(component)
+            if "kueue" in cfg.schedulers:
+                stack.register_kueue_webhooks(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
     except BaseException:
         say("start-up failed: stopping what was started")
         down(say=lambda _: None)
         raise
     say(f"sim up in {time.monotonic() - started:.1f}s with {cfg.nodes} node(s) x {cfg.gpu.count} "
-        f"{cfg.gpu.product}")
+        f"{cfg.gpu.product}; schedulers: {', '.join(cfg.schedulers) or 'kube-scheduler only'}")
     say(f"kubeconfig: {lay.kubeconfig}")
     say(f"prometheus: {state['prometheus_url']}")
     return True
@@ -170,12 +199,12 @@ def status(lay: Layout | None = None) -> list[ComponentStatus]:
     state = _read_state(lay)
     if state is None:
         return []
-    by_name = {c.name: c for c in control_plane(lay, ports_from_env())}
     result = []
     for name, comp in state["components"].items():
+        token = comp.get("health_token")
+        component = Component(name, (comp["binary"],), comp["health_url"], comp["port"],
+                              bearer_token_file=Path(token) if token else None)
         running = procs.is_running(comp["pid"], comp["binary"])
-        component = by_name.get(name)
-        healthy = running and component is not None and component.healthy()
-        version = component.version() if component is not None else "unknown"
-        result.append(ComponentStatus(name, comp["pid"], running, healthy, version))
+        result.append(ComponentStatus(name, comp["pid"], running, running and component.healthy(),
+                                      comp.get("version", "unknown")))
     return result

@@ -62,6 +62,7 @@ class Component:
     health_url: str
     port: int
     bearer_token_file: Path | None = None  # for health probes that need credentials
+    known_version: str | None = None  # for binaries without a harmless --version flag
 
     @property
     def binary(self) -> str:
@@ -81,9 +82,10 @@ class Component:
             return False
 
     def version(self) -> str:
-        flag = "--version" if self.name != "prometheus" else "--version"
+        if self.known_version is not None:
+            return self.known_version
         try:
-            out = subprocess.run([self.binary, flag], capture_output=True, text=True, timeout=10)
+            out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return "unknown"
         first = (out.stdout or out.stderr).strip().splitlines()

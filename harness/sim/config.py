@@ -101,6 +101,51 @@ class Ports:
     def apiserver(self) -> int:
         return self.base + 443
 
+    # The scheduler stack: each controller's endpoints, on 127.0.0.1 like everything else.
+    @property
+    def kueue_webhook(self) -> int:
+        return self.base + 600
+
+    @property
+    def kueue_metrics(self) -> int:
+        return self.base + 601
+
+    @property
+    def kueue_health(self) -> int:
+        return self.base + 602
+
+    @property
+    def volcano_scheduler_metrics(self) -> int:
+        return self.base + 610
+
+    @property
+    def volcano_scheduler_health(self) -> int:
+        return self.base + 611
+
+    @property
+    def volcano_controllers_metrics(self) -> int:
+        return self.base + 612
+
+    @property
+    def volcano_controllers_health(self) -> int:
+        return self.base + 613
+
+    @property
+    def kuberay_metrics(self) -> int:
+        return self.base + 620
+
+    @property
+    def kuberay_health(self) -> int:
+        return self.base + 621
+
+    @property
+    def kube_state_metrics(self) -> int:
+        return self.base + 630
+
+    @property
+    def kube_state_metrics_telemetry(self) -> int:
+        return self.base + 631
+
 
 def ports_from_env() -> Ports:
     raw = os.environ.get(PORT_BASE_ENV, str(DEFAULT_PORT_BASE))
@@ -110,12 +155,27 @@ def ports_from_env() -> Ports:
         raise ConfigError(f"{PORT_BASE_ENV}={raw!r}: expected a port number") from None
 
 
+DEFAULT_SCHEDULERS = ("kueue", "volcano", "kuberay")
+KNOWN_SCHEDULERS = (*DEFAULT_SCHEDULERS, "kai")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     nodes: int = DEFAULT_NODES
     gpu: GpuSpec = field(default_factory=GpuSpec)
     ports: Ports = field(default_factory=ports_from_env)
+    schedulers: tuple[str, ...] = DEFAULT_SCHEDULERS
 
     def __post_init__(self) -> None:
         if self.nodes < 0:
             raise ConfigError(f"--nodes must be 0 or more, got {self.nodes}")
+        unknown = [s for s in self.schedulers if s not in KNOWN_SCHEDULERS]
+        if unknown:
+            raise ConfigError(f"--schedulers: unknown {', '.join(unknown)}; choose from {', '.join(KNOWN_SCHEDULERS)}")
+
+
+def parse_schedulers(value: str) -> tuple[str, ...]:
+    """'kueue,volcano' -> ('kueue', 'volcano'); 'none' or '' -> ()."""
+    if value.strip() in ("", "none"):
+        return ()
+    return tuple(dict.fromkeys(s.strip() for s in value.split(",") if s.strip()))

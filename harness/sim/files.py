@@ -18,6 +18,10 @@ IDENTITIES: dict[str, tuple[str, ...]] = {
     "system:kube-scheduler": ("system:masters",),
     "gpupoc-kwok": ("system:masters",),
     "gpupoc-prometheus": ("system:monitoring",),
+    "gpupoc-kueue": ("system:masters",),
+    "gpupoc-volcano": ("system:masters",),
+    "gpupoc-kuberay": ("system:masters",),
+    "gpupoc-kube-state-metrics": ("system:masters",),
 }
 SCRAPE_INTERVAL = "5s"
 
@@ -58,24 +62,27 @@ def write_kubeconfig(path: Path, config: dict[str, Any]) -> Path:
     return write_private(path, yaml.safe_dump(config, sort_keys=False))
 
 
-def prometheus_config(ports: Ports, token_path: Path) -> dict[str, Any]:
+def https_job(job: str, port: int, token_path: Path) -> dict[str, Any]:
+    return {"job_name": job, "scheme": "https", "bearer_token_file": str(token_path),
+            "tls_config": {"insecure_skip_verify": True},  # loopback, the sim's own serving certificates
+            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+
+
+def http_job(job: str, port: int) -> dict[str, Any]:
+    return {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+
+
+def prometheus_config(ports: Ports, token_path: Path, extra_jobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Static 127.0.0.1 targets only: nothing scrapes a simulated pod or Service IP."""
-    def https(job: str, port: int) -> dict[str, Any]:
-        return {"job_name": job, "scheme": "https", "bearer_token_file": str(token_path),
-                "tls_config": {"insecure_skip_verify": True},
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
-
-    def http(job: str, port: int) -> dict[str, Any]:
-        return {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
-
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
         "scrape_configs": [
-            https("kube-apiserver", ports.apiserver),
-            https("kube-controller-manager", ports.controller_manager),
-            https("kube-scheduler", ports.scheduler),
-            http("etcd", ports.etcd),
-            http("kwok", ports.kwok),
-            http("prometheus", ports.prometheus),
+            https_job("kube-apiserver", ports.apiserver, token_path),
+            https_job("kube-controller-manager", ports.controller_manager, token_path),
+            https_job("kube-scheduler", ports.scheduler, token_path),
+            http_job("etcd", ports.etcd),
+            http_job("kwok", ports.kwok),
+            http_job("prometheus", ports.prometheus),
+            *(extra_jobs or []),
         ],
     }

@@ -15,6 +15,11 @@ class Pins:
     kubernetes: str
     etcd: str
     kwok: str
+    kueue: str
+    volcano: str
+    volcano_apis: str
+    kuberay: str
+    kube_state_metrics: str
 
     @property
     def kubernetes_staging(self) -> str:
@@ -25,7 +30,8 @@ class Pins:
 def load_pins(path: Path = VERSIONS_FILE) -> Pins:
     try:
         data = tomllib.loads(path.read_text())
-        return Pins(**{name: str(data[name]["version"]) for name in ("kubernetes", "etcd", "kwok")})
+        versions = {name.replace("-", "_"): str(table["version"]) for name, table in data.items()}
+        return Pins(**versions, volcano_apis=str(data["volcano"]["apis_version"]))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: cannot read pinned versions ({exc}); "
-                          "each of [kubernetes], [etcd], [kwok] needs a version") from exc
+        raise ConfigError(f"{path}: cannot read pinned versions ({exc}); every table needs a version, "
+                          "and [volcano] an apis_version") from exc

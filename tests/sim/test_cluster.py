@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from kubernetes import client
 
+from harness.prometheus import instant_query
 from harness.sim import cluster
 from harness.sim.config import DEFAULT_GPU_PRODUCT, DEFAULT_GPUS_PER_NODE, DEFAULT_DRIVER_VERSION
 from harness.sim.nodes import SIMULATED_LABEL, gfd_labels, simulated_node_names
@@ -127,18 +126,11 @@ def test_audit_log_records_who_created_a_job(sim_api: client.ApiClient, namespac
     assert found[0]["user"]["username"] == "gpupoc-admin"
 
 
-def prometheus_query(query: str) -> list[dict[str, Any]]:
-    url = f"{cluster.prometheus_url()}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        result: list[dict[str, Any]] = json.load(response)["data"]["result"]
-        return result
-
-
 def test_prometheus_scrapes_apiserver_and_kwok(sim_api: client.ApiClient) -> None:
     deadline = time.monotonic() + 30
     up: dict[str, str] = {}
     while time.monotonic() < deadline and not (up.get("kube-apiserver") == up.get("kwok") == "1"):
-        up = {r["metric"]["job"]: r["value"][1] for r in prometheus_query("up")}
+        up = {r["metric"]["job"]: r["value"][1] for r in instant_query(cluster.prometheus_url(), "up")}
         time.sleep(1)
     assert up.get("kube-apiserver") == "1", up
     assert up.get("kwok") == "1", up

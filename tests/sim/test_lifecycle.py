@@ -34,12 +34,12 @@ def second_sim(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def test_up_twice_changes_nothing_and_down_leaves_no_process_or_listener(second_sim: dict[str, str]) -> None:
-    first = gpupoc(second_sim, "sim", "up", "--nodes", "1")
+    first = gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "none")
     assert first.returncode == 0, first.stderr + first.stdout
     state_file = Path(second_sim["GPUPOC_HOME"]) / "sim" / "state.json"
     state = json.loads(state_file.read_text())
 
-    again = gpupoc(second_sim, "sim", "up", "--nodes", "1")
+    again = gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "none")
     assert again.returncode == 0 and "already up" in again.stdout
     assert json.loads(state_file.read_text()) == state
 
@@ -59,7 +59,7 @@ def test_port_in_use_is_named_with_its_owner(second_sim: dict[str, str]) -> None
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", apiserver_port))
         blocker.listen()
-        result = gpupoc(second_sim, "sim", "up", "--nodes", "1")
+        result = gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "none")
     assert result.returncode == 1
     assert f"port {apiserver_port} (for kube-apiserver) is in use by pid {os.getpid()}" in result.stderr
     assert not (Path(second_sim["GPUPOC_HOME"]) / "sim" / "state.json").exists()
@@ -75,12 +75,13 @@ def test_component_dying_at_start_up_is_reported_with_its_log(tmp_path: Path) ->
         cluster.wait_healthy(dying, pid, layout, timeout_s=10)
 
 
-def test_killed_component_shows_not_running(second_sim: dict[str, str]) -> None:
-    assert gpupoc(second_sim, "sim", "up", "--nodes", "0").returncode == 0
+def test_killed_kueue_shows_not_running(second_sim: dict[str, str]) -> None:
+    up = gpupoc(second_sim, "sim", "up", "--nodes", "0", "--schedulers", "kueue")
+    assert up.returncode == 0, up.stderr
     state = json.loads((Path(second_sim["GPUPOC_HOME"]) / "sim" / "state.json").read_text())
-    scheduler = state["components"]["kube-scheduler"]
-    assert procs.stop(scheduler["pid"], scheduler["binary"])
+    kueue = state["components"]["kueue"]
+    assert procs.stop(kueue["pid"], kueue["binary"])
     status = gpupoc(second_sim, "sim", "status")
     assert status.returncode == 1
-    line = next(x for x in status.stdout.splitlines() if x.startswith("kube-scheduler"))
+    line = next(x for x in status.stdout.splitlines() if x.startswith("kueue"))
     assert line.split()[2:4] == ["false", "false"]

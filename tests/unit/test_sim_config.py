@@ -109,3 +109,20 @@ def test_kubernetes_ldflags_stamp_the_real_version() -> None:
 def test_sim_config_defaults() -> None:
     cfg = SimConfig()
     assert (cfg.nodes, cfg.gpu.count, cfg.gpu.product) == (4, 8, "NVIDIA-H100-80GB-HBM3")
+
+
+def test_missing_go_names_what_to_install(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "sim", "build"], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Go toolchain not found on PATH: install Go 1.26 or newer" in result.stderr
+
+
+def test_missing_prometheus_names_the_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from harness.sim.components import prometheus_binary
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigError, match="apt-get install -y prometheus"):
+        prometheus_binary()

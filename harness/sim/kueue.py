@@ -1,0 +1,61 @@
+"""Kueue out of cluster: its configuration, and its webhooks registered by URL on 127.0.0.1.
+
+Without kube-proxy the API server cannot reach a Service-backed webhook, so the webhook
+configurations shipped in Kueue's module are rewritten to `https://127.0.0.1:<port>/<path>`
+with the sim's CA bundle, keeping only the webhooks of the integrations the sim enables.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster")
+# (apiGroup, resource) pairs whose webhooks the enabled integrations and Kueue's own API need.
+WEBHOOK_RESOURCES = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters")}
+KUEUE_GROUP = "kueue.x-k8s.io"
+WAIT_FOR_PODS_READY_TIMEOUT = "5m"
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed in Kueue's main.go when internal certs are off
+
+
+def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "enableClusterQueueResources": True},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False},
+        "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+        "integrations": {"frameworks": list(INTEGRATIONS)},
+    }
+
+
+def _wanted(webhook: dict[str, Any]) -> bool:
+    pairs = {(group, resource) for rule in webhook.get("rules", [])
+             for group in rule.get("apiGroups", []) for resource in rule.get("resources", [])}
+    return any(g == KUEUE_GROUP or (g, r) in WEBHOOK_RESOURCES for g, r in pairs)
+
+
+def webhook_configurations(shipped: list[dict[str, Any]], port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations pointed at 127.0.0.1:`port`, only for what the sim enables."""
+    ca_bundle = base64.b64encode(ca_pem).decode()
+    result = []
+    for doc in shipped:
+        if doc.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        config = copy.deepcopy(doc)
+        config["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
+        config["webhooks"] = [_by_url(w, port, ca_bundle) for w in doc.get("webhooks", []) if _wanted(w)]
+        result.append(config)
+    return result
+
+
+def _by_url(webhook: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
+    rewritten = copy.deepcopy(webhook)
+    path = webhook["clientConfig"]["service"]["path"]
+    rewritten["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
+    return rewritten

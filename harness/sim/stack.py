@@ -1,0 +1,152 @@
+"""The scheduler stack on the sim: Kueue, Volcano, KubeRay (+ kube-state-metrics), as real controllers.
+
+Each runs out of cluster with the sim's kubeconfig, leader election off, on its own 127.0.0.1
+ports. CRDs come from the controllers' own Go modules (the module cache), never from this repo.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from harness.apply import apply_objects
+from harness.errors import ConfigError
+from harness.sim import crds, files, kueue, paths, pki
+from harness.sim.components import Component, Layout, binary
+from harness.sim.config import Ports
+from harness.sim.versions import load_pins
+
+VOLCANO_SCHEDULER_CONF = """\
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+CRD_DIRS = {  # scheduler -> (module, pinned-version attribute, CRD directory in the module)
+    "kueue": ("sigs.k8s.io/kueue", "kueue", "config/components/crd/bases"),
+    "volcano": ("volcano.sh/volcano", "volcano", "config/crd/volcano/bases"),
+    "kuberay": ("github.com/ray-project/kuberay/ray-operator", "kuberay", "config/crd/bases"),
+}
+KUEUE_WEBHOOKS = ("sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml")
+
+
+def _module_dir(scheduler_module: str, pin: str) -> Path:
+    return crds.module_dir(scheduler_module, pin, paths.build_root())
+
+
+def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> list[Component]:
+    """The processes of the requested schedulers, plus kube-state-metrics whenever any is asked for."""
+    if "kai" in schedulers:
+        raise ConfigError("KAI-Scheduler is not yet available on the sim: drop kai from --schedulers")
+    pins = load_pins()
+    result: list[Component] = []
+    if "kueue" in schedulers:
+        result.append(Component("kueue", (
+            binary("kueue"), f"--config={layout.root / 'kueue-config.yaml'}",
+            f"--kubeconfig={layout.component_kubeconfig('kueue')}",
+        ), f"http://127.0.0.1:{ports.kueue_health}/readyz", ports.kueue_health, known_version=f"kueue {pins.kueue}"))
+    if "volcano" in schedulers:
+        result.append(Component("volcano-scheduler", (
+            binary("volcano-scheduler"), f"--kubeconfig={layout.component_kubeconfig('volcano')}",
+            f"--scheduler-conf={layout.root / 'volcano-scheduler.conf'}", "--scheduler-name=volcano",
+            "--default-queue=default", "--leader-elect=false", "--enable-healthz=true", "--enable-metrics=true",
+            f"--healthz-address=127.0.0.1:{ports.volcano_scheduler_health}",
+            f"--listen-address=127.0.0.1:{ports.volcano_scheduler_metrics}",
+            f"--cache-dump-dir={layout.root}",
+        ), f"http://127.0.0.1:{ports.volcano_scheduler_health}/healthz", ports.volcano_scheduler_health,
+            known_version=f"volcano {pins.volcano}"))
+        result.append(Component("volcano-controller-manager", (
+            binary("volcano-controller-manager"), f"--kubeconfig={layout.component_kubeconfig('volcano')}",
+            "--scheduler-name=volcano", "--leader-elect=false", "--enable-healthz=true", "--enable-metrics=true",
+            f"--healthz-address=127.0.0.1:{ports.volcano_controllers_health}",
+            f"--listen-address=127.0.0.1:{ports.volcano_controllers_metrics}",
+        ), f"http://127.0.0.1:{ports.volcano_controllers_health}/healthz", ports.volcano_controllers_health,
+            known_version=f"volcano {pins.volcano}"))
+    if "kuberay" in schedulers:
+        result.append(Component("kuberay-operator", (
+            binary("ray-operator"), f"--kubeconfig={layout.component_kubeconfig('kuberay')}",
+            "--enable-leader-election=false", "--enable-metrics=true",
+            f"--metrics-addr=127.0.0.1:{ports.kuberay_metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{ports.kuberay_health}",
+        ), f"http://127.0.0.1:{ports.kuberay_health}/readyz", ports.kuberay_health,
+            known_version=f"kuberay {pins.kuberay}"))
+    if schedulers:
+        result.append(Component("kube-state-metrics", (
+            binary("kube-state-metrics"), f"--kubeconfig={layout.component_kubeconfig('kube-state-metrics')}",
+            "--host=127.0.0.1", f"--port={ports.kube_state_metrics}",
+            "--telemetry-host=127.0.0.1", f"--telemetry-port={ports.kube_state_metrics_telemetry}",
+        ), f"http://127.0.0.1:{ports.kube_state_metrics}/healthz", ports.kube_state_metrics,
+            known_version=f"kube-state-metrics {pins.kube_state_metrics}"))
+    return result
+
+
+def scrape_jobs(ports: Ports, schedulers: tuple[str, ...], token_path: Path) -> list[dict[str, Any]]:
+    """Prometheus jobs for the stack: Kueue over HTTPS with a bearer token, the rest plain HTTP."""
+    jobs = []
+    if "kueue" in schedulers:
+        jobs.append(files.https_job("kueue", ports.kueue_metrics, token_path))
+    if "volcano" in schedulers:
+        jobs += [files.http_job("volcano-scheduler", ports.volcano_scheduler_metrics),
+                 files.http_job("volcano-controller-manager", ports.volcano_controllers_metrics)]
+    if "kuberay" in schedulers:
+        jobs.append(files.http_job("kuberay-operator", ports.kuberay_metrics))
+    if schedulers:
+        jobs.append(files.http_job("kube-state-metrics", ports.kube_state_metrics))
+    return jobs
+
+
+def write_configs(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> None:
+    """Configuration files and certificates the controllers read at start."""
+    if "kueue" in schedulers:
+        cert_dir = layout.pki / "kueue-webhook"
+        cert_dir.mkdir(exist_ok=True)
+        ca = pki.KeyPair(layout.pki / "gpupoc-sim-ca.crt", layout.pki / "gpupoc-sim-ca.key")
+        serving = pki.make_serving_cert(ca, cert_dir, "tls")
+        _install_kueue_metrics_cert(serving)
+        config = kueue.configuration(ports.kueue_webhook, ports.kueue_metrics, ports.kueue_health, cert_dir)
+        (layout.root / "kueue-config.yaml").write_text(yaml.safe_dump(config))
+    if "volcano" in schedulers:
+        (layout.root / "volcano-scheduler.conf").write_text(VOLCANO_SCHEDULER_CONF)
+
+
+def _install_kueue_metrics_cert(serving: pki.KeyPair) -> None:
+    target = kueue.METRICS_CERT_DIR
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(serving.cert, target / "tls.crt")
+        shutil.copyfile(serving.key, target / "tls.key")
+        (target / "tls.key").chmod(0o600)
+    except OSError as exc:
+        raise ConfigError(f"Kueue reads its metrics certificate from {target} (fixed in Kueue): make that "
+                          f"directory writable by this user, or drop kueue from --schedulers ({exc})") from exc
+
+
+def install_crds(api: client.ApiClient, schedulers: tuple[str, ...]) -> None:
+    pins = load_pins()
+    docs: list[dict[str, Any]] = []
+    for scheduler in schedulers:
+        if scheduler in CRD_DIRS:
+            module, pin, sub = CRD_DIRS[scheduler]
+            docs += crds.load_documents(_module_dir(module, getattr(pins, pin)) / sub)
+    crds.apply_crds(api, docs)
+
+
+def register_kueue_webhooks(api: client.ApiClient, layout: Layout, ports: Ports) -> None:
+    """After Kueue serves: its webhooks by URL, so a queued Job is suspended at creation."""
+    module, manifest = KUEUE_WEBHOOKS
+    shipped = list(yaml.safe_load_all((_module_dir(module, load_pins().kueue) / manifest).read_text()))
+    ca_pem = (layout.pki / "gpupoc-sim-ca.crt").read_bytes()
+    apply_objects(api, kueue.webhook_configurations([d for d in shipped if d], ports.kueue_webhook, ca_pem))

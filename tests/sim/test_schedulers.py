@@ -1,0 +1,197 @@
+"""The real scheduler controllers on the sim: Kueue quota, Volcano gang, KubeRay clusters, their metrics."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from harness.apply import apply_objects
+from harness.prometheus import instant_query
+from harness.sim import cluster, nodes
+from harness.sim.config import DEFAULT_GPUS_PER_NODE, GpuSpec
+from harness.wait import wait_for, wait_for_set
+
+TIMEOUT_S = 90
+GPU = "nvidia.com/gpu"
+LONG_RUN = {"sim.gpupoc.io/run-for": "600s"}
+
+
+def requires(scheduler: str) -> None:
+    state = cluster.running_components(cluster.layout())
+    names = {"kueue": "kueue", "volcano": "volcano-scheduler", "kuberay": "kuberay-operator"}
+    if not state.get(names[scheduler]):
+        pytest.skip(f"{scheduler} is not running on this sim (gpupoc sim up --schedulers ...)")
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def gpu_job(name: str, gpus: int, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
+            "spec": {"backoffLimit": 0, "template": {
+                "metadata": {"annotations": annotations or {}},
+                "spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "train", "image": "sim/trainer:1",
+                    "resources": {"requests": {"cpu": "1"}, "limits": {GPU: str(gpus)}}}]}}}}
+
+
+@pytest.fixture()
+def dynamic(sim_api: client.ApiClient) -> DynamicClient:
+    return DynamicClient(sim_api)
+
+
+@pytest.fixture()
+def kueue_queue(sim_api: client.ApiClient, dynamic: DynamicClient, namespace: str) -> Iterator[str]:
+    """A ClusterQueue with 8 GPUs of nominal quota and a LocalQueue for it in the test's namespace."""
+    requires("kueue")
+    cq = f"cq-{uuid.uuid4().hex[:6]}"
+    apply_objects(sim_api, [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "sim-gpu"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
+         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                  "resourceGroups": [{"coveredResources": ["cpu", GPU], "flavors": [{
+                      "name": "sim-gpu", "resources": [{"name": "cpu", "nominalQuota": "64"},
+                                                       {"name": GPU, "nominalQuota": "8"}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "team", "namespace": namespace}, "spec": {"clusterQueue": cq}},
+    ])
+    yield "team"
+    dynamic.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue").delete(name=cq)
+
+
+def workload_of(dynamic: DynamicClient, namespace: str, job: str) -> Any:
+    workloads = dynamic.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+    return wait_for(workloads.get, f"Workload of Job {namespace}/{job}",
+                    lambda w: any(o["name"] == job for o in w.metadata.get("ownerReferences") or []),
+                    timeout_s=TIMEOUT_S, describe=lambda w: w.metadata.name, namespace=namespace)
+
+
+def test_kueue_admits_within_quota_and_holds_beyond_it(sim_api: client.ApiClient, dynamic: DynamicClient,
+                                                       namespace: str, kueue_queue: str) -> None:
+    batch = client.BatchV1Api(sim_api)
+    queued = {"kueue.x-k8s.io/queue-name": kueue_queue}
+    batch.create_namespaced_job(namespace, gpu_job("fits", 8, queued))
+    assert batch.read_namespaced_job("fits", namespace).spec.suspend is True, "Kueue's webhook did not suspend the Job"
+    done = wait_for(batch.list_namespaced_job, f"Job {namespace}/fits",
+                    lambda j: any(c.type == "Complete" and c.status == "True" for c in j.status.conditions or []),
+                    timeout_s=TIMEOUT_S, describe=lambda j: f"suspend={j.spec.suspend} active={j.status.active}",
+                    namespace=namespace, field_selector="metadata.name=fits")
+    assert done.status.succeeded == 1
+
+    batch.create_namespaced_job(namespace, gpu_job("holder", 8, queued, LONG_RUN))
+    wait_for(batch.list_namespaced_job, f"Job {namespace}/holder", lambda j: (j.status.active or 0) == 1,
+             timeout_s=TIMEOUT_S, describe=lambda j: f"suspend={j.spec.suspend}", namespace=namespace,
+             field_selector="metadata.name=holder")
+    batch.create_namespaced_job(namespace, gpu_job("beyond", 8, queued))
+    pending = workload_of(dynamic, namespace, "beyond")
+    workloads = dynamic.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+    held = wait_for(workloads.get, f"Workload {pending.metadata.name}",
+                    lambda w: (condition(w.to_dict(), "QuotaReserved") or {}).get("status") == "False",
+                    timeout_s=TIMEOUT_S, describe=lambda w: str((w.to_dict().get("status") or {}).get("conditions")),
+                    namespace=namespace, field_selector=f"metadata.name={pending.metadata.name}")
+    reason = condition(held.to_dict(), "QuotaReserved")
+    assert reason is not None and GPU in reason["message"], reason
+    assert batch.read_namespaced_job("beyond", namespace).spec.suspend is True
+
+
+def volcano_job(name: str, replicas: int, gpus: int) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": "default",
+                     "tasks": [{"name": "worker", "replicas": replicas, "template": {
+                         "metadata": {"annotations": LONG_RUN},
+                         "spec": {"restartPolicy": "Never", "containers": [{
+                             "name": "train", "image": "sim/trainer:1",
+                             "resources": {"requests": {"cpu": "1"}, "limits": {GPU: str(gpus)}}}]}}]}}
+
+
+def test_volcano_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core: client.CoreV1Api,
+                                                dynamic: DynamicClient, namespace: str) -> None:
+    requires("volcano")
+    gpu_nodes = nodes.simulated_node_names(core)
+    # Fill every node but three, so a gang of 4 whole-node pods cannot fit.
+    for i, node in enumerate(gpu_nodes[3:]):
+        core.create_namespaced_pod(namespace, {"metadata": {"name": f"filler-{i}"}, "spec": {
+            "nodeName": node, "containers": [{"name": "c", "image": "sim/x:1",
+                                              "resources": {"limits": {GPU: str(DEFAULT_GPUS_PER_NODE)}}}]}})
+    apply_objects(sim_api, [{**volcano_job("gang", 4, DEFAULT_GPUS_PER_NODE),
+                             "metadata": {"name": "gang", "namespace": namespace}}])
+    podgroups = dynamic.resources.get(api_version="scheduling.volcano.sh/v1beta1", kind="PodGroup")
+    wait_for(podgroups.get, f"PodGroup of {namespace}/gang",
+             lambda pg: pg.to_dict().get("status", {}).get("phase") in ("Pending", "Inqueue")
+             and any(c.get("type") == "Unschedulable" for c in pg.to_dict()["status"].get("conditions") or []),
+             timeout_s=TIMEOUT_S, describe=lambda pg: str(pg.to_dict().get("status")), namespace=namespace)
+    bound = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="volcano.sh/job-name=gang").items
+             if p.spec.node_name]
+    assert bound == [], f"gang pods bound while the gang cannot fit: {bound}"
+
+    added = nodes.add_nodes(core, 1, GpuSpec())
+    try:
+        wait_for_set(core.list_namespaced_pod, f"gang {namespace}/gang after a node was added",
+                     lambda pods: len(pods) == 4 and all(p.spec.node_name for p in pods.values()),
+                     timeout_s=TIMEOUT_S, describe=lambda pods: str({n: p.spec.node_name for n, p in pods.items()}),
+                     namespace=namespace, label_selector="volcano.sh/job-name=gang")
+    finally:
+        nodes.remove_nodes(core, added)
+
+
+def ray_cluster_spec(workers: int) -> dict[str, Any]:
+    container = {"name": "ray", "image": "rayproject/ray:2.9.0",
+                 "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
+    gpu_container = {**container, "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1", GPU: "1"}}}
+    return {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container]}}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers, "minReplicas": workers,
+                                  "maxReplicas": workers, "rayStartParams": {},
+                                  "template": {"spec": {"containers": [gpu_container]}}}]}
+
+
+def test_raycluster_becomes_ready(sim_api: client.ApiClient, dynamic: DynamicClient, namespace: str) -> None:
+    requires("kuberay")
+    apply_objects(sim_api, [{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                             "metadata": {"name": "rc", "namespace": namespace}, "spec": ray_cluster_spec(2)}])
+    clusters = dynamic.resources.get(api_version="ray.io/v1", kind="RayCluster")
+    wait_for(clusters.get, f"RayCluster {namespace}/rc", lambda rc: (rc.to_dict().get("status") or {}).get("state") == "ready",
+             timeout_s=TIMEOUT_S, describe=lambda rc: str((rc.to_dict().get("status") or {}).get("state")),
+             namespace=namespace, field_selector="metadata.name=rc")
+
+
+def test_rayjob_through_kueue_is_admitted_and_its_cluster_ready(
+        sim_api: client.ApiClient, dynamic: DynamicClient, namespace: str, kueue_queue: str) -> None:
+    requires("kuberay")
+    apply_objects(sim_api, [{
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "rj", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": kueue_queue}},
+        "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True,
+                 "rayClusterSpec": ray_cluster_spec(2)}}])
+    workload = workload_of(dynamic, namespace, "rj")
+    workloads = dynamic.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+    wait_for(workloads.get, f"Workload {workload.metadata.name}",
+             lambda w: (condition(w.to_dict(), "Admitted") or {}).get("status") == "True", timeout_s=TIMEOUT_S,
+             describe=lambda w: str((w.to_dict().get("status") or {}).get("conditions")), namespace=namespace,
+             field_selector=f"metadata.name={workload.metadata.name}")
+    clusters = dynamic.resources.get(api_version="ray.io/v1", kind="RayCluster")
+    wait_for(clusters.get, f"RayCluster of RayJob {namespace}/rj",
+             lambda rc: (rc.to_dict().get("status") or {}).get("state") == "ready", timeout_s=TIMEOUT_S,
+             describe=lambda rc: f"{rc.metadata.name}: {(rc.to_dict().get('status') or {}).get('state')}",
+             namespace=namespace)
+
+
+@pytest.mark.parametrize("metric, job", [
+    ("kueue_admitted_workloads_total", "kueue"),
+    ("volcano_e2e_scheduling_latency_milliseconds_count", "volcano-scheduler"),
+    ("kube_pod_status_phase", "kube-state-metrics"),
+])
+def test_scheduler_metrics_are_in_prometheus(sim_api: client.ApiClient, metric: str, job: str) -> None:
+    requires({"kueue": "kueue", "volcano-scheduler": "volcano"}.get(job, "kueue"))
+    deadline = time.monotonic() + TIMEOUT_S
+    series: list[dict[str, Any]] = []
+    while not series and time.monotonic() < deadline:
+        series = instant_query(cluster.prometheus_url(), f'{metric}{{job="{job}"}}')
+        time.sleep(1)
+    assert series, f"no {metric} series from job {job} in Prometheus after {TIMEOUT_S}s"

@@ -1,0 +1,66 @@
+"""Pure parts of the scheduler stack: Kueue's configuration and webhook rewrite, Volcano's wrapper module."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.sim import build, kueue
+from harness.sim.config import SimConfig, parse_schedulers
+from harness.sim.versions import load_pins
+
+SHIPPED = [{
+    "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+    "metadata": {"name": "mutating-webhook-configuration"},
+    "webhooks": [
+        {"name": "mjob.kb.io", "clientConfig": {"service": {"name": "webhook-service", "namespace": "system",
+                                                             "path": "/mutate-batch-v1-job"}},
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "apiVersions": ["v1"], "operations": ["CREATE"]}]},
+        {"name": "mpod.kb.io", "clientConfig": {"service": {"name": "webhook-service", "namespace": "system",
+                                                             "path": "/mutate--v1-pod"}},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "apiVersions": ["v1"], "operations": ["CREATE"]}]},
+        {"name": "mclusterqueue.kb.io", "clientConfig": {"service": {"name": "webhook-service",
+                                                                     "path": "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue"}},
+         "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"]}]},
+    ]}]
+
+
+def test_webhooks_point_at_loopback_with_the_ca_and_only_enabled_integrations() -> None:
+    [config] = kueue.webhook_configurations(SHIPPED, 37600, b"CA PEM")
+    names = [w["name"] for w in config["webhooks"]]
+    assert names == ["mjob.kb.io", "mclusterqueue.kb.io"]
+    job = config["webhooks"][0]["clientConfig"]
+    assert job == {"url": "https://127.0.0.1:37600/mutate-batch-v1-job",
+                   "caBundle": base64.b64encode(b"CA PEM").decode()}
+    assert config["metadata"]["name"] == "kueue-mutating-webhook-configuration"
+
+
+def test_kueue_configuration_turns_on_what_the_poc_needs(tmp_path: Path) -> None:
+    config = kueue.configuration(1, 2, 3, tmp_path)
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["metrics"] == {"bindAddress": "127.0.0.1:2", "enableClusterQueueResources": True}
+    assert "timeout" in config["waitForPodsReady"] and "fairSharing" in config
+    assert config["integrations"]["frameworks"] == ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
+
+
+def test_volcano_wrapper_keeps_its_replaces_and_pins_the_published_apis(monkeypatch: pytest.MonkeyPatch) -> None:
+    upstream = ("module volcano.sh/volcano\n\ngo 1.25.0\n\nrequire volcano.sh/apis v1.15.1\n\nreplace (\n"
+                "\tk8s.io/api => k8s.io/api v0.35.3\n\tvolcano.sh/apis => ./staging/src/volcano.sh/apis\n)\n")
+    monkeypatch.setattr(build, "_module_go_mod", lambda *_: upstream)
+    pins = load_pins()
+    wrapper = build.volcano_wrapper(pins, Path("/dev/null"))
+    assert "\tk8s.io/api => k8s.io/api v0.35.3" in wrapper
+    assert "./staging" not in wrapper
+    assert f"\tvolcano.sh/apis => volcano.sh/apis {pins.volcano_apis}" in wrapper
+
+
+def test_schedulers_flag() -> None:
+    assert parse_schedulers("kueue, volcano,kueue") == ("kueue", "volcano")
+    assert parse_schedulers("none") == ()
+    with pytest.raises(ConfigError, match="unknown slurm"):
+        SimConfig(schedulers=("slurm",))
