@@ -1,23 +1,30 @@
 """One wait loop that owns the watch; callers pass pure predicates over objects.
 
 Every wait has a timeout, an early-failure predicate and a message naming the object and
-the last state it saw. A watch that expires (410 Gone) is resumed from a fresh list.
+the last state it saw. A watch that expires (410 Gone) is resumed from a fresh list. Works
+with typed list functions (`CoreV1Api.list_namespaced_pod`) and with dynamic-client
+resources (`dynamic.resources.get(...).get`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.resource import Resource
 
 from harness.errors import HarnessError, WaitTimeout
 
 Predicate = Callable[[Any], bool]
 Describe = Callable[[Any], str]
 HTTP_GONE = 410
+RELIST = "RELIST"  # a (re)list begins: forget what was seen before
+LISTED = "LISTED"  # an object of the list
+SYNCED = "SYNCED"  # the list is complete; watch events follow
 
 
 class WaitFailed(HarnessError):
@@ -28,6 +35,47 @@ def never(_: Any) -> bool:
     return False
 
 
+def _resource_version(obj: Any) -> str:
+    meta = obj.metadata
+    return str(getattr(meta, "resource_version", None) or meta.resourceVersion)
+
+
+def _dynamic_resource(list_func: Callable[..., Any]) -> Resource | None:
+    if isinstance(list_func, functools.partial) and list_func.args and isinstance(list_func.args[0], Resource):
+        return list_func.args[0]
+    return None
+
+
+def _events(list_func: Callable[..., Any], deadline: float, **list_kwargs: Any) -> Iterator[tuple[str, Any]]:
+    """RELIST, (LISTED, obj) for each object, SYNCED, then watch events until the deadline."""
+    resource = _dynamic_resource(list_func)
+    while True:
+        listing = list_func(**list_kwargs)
+        yield RELIST, None
+        for obj in listing.items:
+            yield LISTED, obj
+        yield SYNCED, None
+        version = _resource_version(listing)
+        watcher = watch.Watch()
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                if resource is not None:
+                    stream = resource.client.watch(resource, resource_version=version, timeout=max(1, int(remaining)),
+                                                   watcher=watcher, **list_kwargs)
+                else:
+                    stream = watcher.stream(list_func, resource_version=version,
+                                            timeout_seconds=max(1, int(remaining)), **list_kwargs)
+                for event in stream:
+                    version = _resource_version(event["object"])
+                    yield event["type"], event["object"]
+            return
+        except ApiException as exc:
+            if exc.status != HTTP_GONE:
+                raise
+        finally:
+            watcher.stop()
+
+
 def wait_for(list_func: Callable[..., Any], what: str, done: Predicate, *, timeout_s: float,
              failed: Predicate = never, describe: Describe = repr, **list_kwargs: Any) -> Any:
     """Watch objects from `list_func(**list_kwargs)` until one satisfies `done`; return it.
@@ -35,65 +83,36 @@ def wait_for(list_func: Callable[..., Any], what: str, done: Predicate, *, timeo
     `what` names the object for messages ("Job ns/train"); narrow the list with
     field_selector/label_selector so the watch carries only the objects of interest.
     """
-    deadline = time.monotonic() + timeout_s
     last = "not seen yet"
-    while True:
-        listing = list_func(**list_kwargs)
-        for obj in listing.items:
-            last = describe(obj)
-            if done(obj):
-                return obj
-            if failed(obj):
-                raise WaitFailed(f"{what}: failed; last: {last}")
-        resource_version = listing.metadata.resource_version
-        stream = watch.Watch()
-        try:
-            while (remaining := deadline - time.monotonic()) > 0:
-                for event in stream.stream(list_func, resource_version=resource_version,
-                                           timeout_seconds=max(1, int(remaining)), **list_kwargs):
-                    obj = event["object"]
-                    resource_version = obj.metadata.resource_version
-                    if event["type"] == "DELETED":
-                        last = f"deleted ({describe(obj)})"
-                        continue
-                    last = describe(obj)
-                    if done(obj):
-                        return obj
-                    if failed(obj):
-                        raise WaitFailed(f"{what}: failed; last: {last}")
-        except ApiException as exc:
-            if exc.status != HTTP_GONE:
-                raise
-            continue  # the watch expired: list again and resume
-        finally:
-            stream.stop()
-        raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {last}")
+    for kind, obj in _events(list_func, time.monotonic() + timeout_s, **list_kwargs):
+        if kind in (RELIST, SYNCED):
+            continue
+        if kind == "DELETED":
+            last = f"deleted ({describe(obj)})"
+            continue
+        last = describe(obj)
+        if done(obj):
+            return obj
+        if failed(obj):
+            raise WaitFailed(f"{what}: failed; last: {last}")
+    raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {last}")
 
 
 def wait_gone(list_func: Callable[..., Any], what: str, *, timeout_s: float,
               describe: Describe = repr, **list_kwargs: Any) -> None:
-    """Watch until the list (narrowed by selectors) is empty: the object was deleted."""
-    deadline = time.monotonic() + timeout_s
-    last = "present"
-    while True:
-        listing = list_func(**list_kwargs)
-        if not listing.items:
+    """Watch until the list (narrowed by selectors) holds nothing: the objects were deleted."""
+    present: dict[str, str] = {}
+    for kind, obj in _events(list_func, time.monotonic() + timeout_s, **list_kwargs):
+        if kind == RELIST:
+            present.clear()
+        elif kind == "DELETED":
+            present.pop(obj.metadata.name, None)
+        elif kind != SYNCED:
+            present[obj.metadata.name] = describe(obj)
+        if not present and kind not in (RELIST, LISTED):
             return
-        last = describe(listing.items[0])
-        stream = watch.Watch()
-        try:
-            for event in stream.stream(list_func, resource_version=listing.metadata.resource_version,
-                                       timeout_seconds=max(1, int(deadline - time.monotonic())), **list_kwargs):
-                if event["type"] == "DELETED":
-                    return
-                last = describe(event["object"])
-        except ApiException as exc:
-            if exc.status != HTTP_GONE:
-                raise
-        finally:
-            stream.stop()
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"{what}: still present after {timeout_s:.0f}s; last: {last}")
+    if present:
+        raise WaitTimeout(f"{what}: still present after {timeout_s:.0f}s; last: {present}")
 
 
 def wait_for_set(list_func: Callable[..., Any], what: str, done: Callable[[dict[str, Any]], bool], *,
@@ -103,27 +122,15 @@ def wait_for_set(list_func: Callable[..., Any], what: str, done: Callable[[dict[
 
     For conditions over many objects at once: "all 4 pods of the gang are bound".
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        listing = list_func(**list_kwargs)
-        objects = {o.metadata.name: o for o in listing.items}
-        if done(objects):
+    objects: dict[str, Any] = {}
+    for kind, obj in _events(list_func, time.monotonic() + timeout_s, **list_kwargs):
+        if kind == RELIST:
+            objects.clear()
+            continue
+        if kind == "DELETED":
+            objects.pop(obj.metadata.name, None)
+        elif kind != SYNCED:
+            objects[obj.metadata.name] = obj
+        if kind != LISTED and done(objects):
             return objects
-        stream = watch.Watch()
-        try:
-            for event in stream.stream(list_func, resource_version=listing.metadata.resource_version,
-                                       timeout_seconds=max(1, int(deadline - time.monotonic())), **list_kwargs):
-                obj = event["object"]
-                if event["type"] == "DELETED":
-                    objects.pop(obj.metadata.name, None)
-                else:
-                    objects[obj.metadata.name] = obj
-                if done(objects):
-                    return objects
-        except ApiException as exc:
-            if exc.status != HTTP_GONE:
-                raise
-        finally:
-            stream.stop()
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {describe(objects)}")
+    raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {describe(objects)}")

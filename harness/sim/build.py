@@ -94,6 +94,12 @@ def volcano_wrapper(pins: Pins, log: Path) -> str:
     return _wrapper("volcano", upstream, requires, replaces)
 
 
+def plain_wrapper(name: str, module: str, version: str, log: Path) -> str:
+    """Require one module as is: `go build` in a wrapper, where `go install mod@v` needs the proxy's version
+    list (which the proxy refuses for some modules, e.g. kube-state-metrics/v2)."""
+    return _wrapper(name, _module_go_mod(module, version, log), [f"\t{module} {version}"])
+
+
 def _replace_lines(go_mod: str) -> list[str]:
     blocks = re.findall(r"^replace \((.*?)^\)", go_mod, re.M | re.S)
     lines = [line.strip() for block in blocks for line in block.splitlines() if "=>" in line]
@@ -138,7 +144,9 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                wrapper_go_mod=lambda: volcano_wrapper(pins, log_dir / "volcano.log")),
         Recipe("kuberay", pins.kuberay, ("ray-operator",), ("github.com/ray-project/kuberay/ray-operator",)),
         Recipe("kube-state-metrics", pins.kube_state_metrics, ("kube-state-metrics",),
-               ("k8s.io/kube-state-metrics/v2",)),
+               ("k8s.io/kube-state-metrics/v2",),
+               wrapper_go_mod=lambda: plain_wrapper("kube-state-metrics", "k8s.io/kube-state-metrics/v2",
+                                                    pins.kube_state_metrics, log_dir / "kube-state-metrics.log")),
     ]
 
 

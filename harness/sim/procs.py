@@ -29,24 +29,19 @@ def exit_status(pid: int) -> int | None:
     return proc.poll() if proc is not None else None
 
 
-def cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
 def is_running(pid: int, binary: str) -> bool:
-    """True when `pid` is alive and still runs `binary` (a recycled pid is not ours)."""
-    args = cmdline(pid)
-    if not args or args[0] != binary:
-        return False
+    """True when `pid` is alive and runs `binary` (a recycled pid is not ours).
+
+    Reads /proc/PID/exe, not cmdline: right after exec the kernel has switched the program
+    before it fills in the argument area, so cmdline can briefly read empty.
+    """
     try:
+        exe = os.readlink(f"/proc/{pid}/exe")
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    exe = exe.removesuffix(" (deleted)")  # the binary was rebuilt while this process ran
+    return os.path.realpath(exe) == os.path.realpath(binary) and stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stop(pid: int, binary: str, grace_s: float = STOP_GRACE_S) -> bool:

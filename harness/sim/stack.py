@@ -35,6 +35,9 @@ tiers:
   - name: nodeorder
 """
 
+# What the POC needs; the job-flow controllers wait for CRDs (flow.volcano.sh) the sim does not install.
+VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
+
 CRD_DIRS = {  # scheduler -> (module, pinned-version attribute, CRD directory in the module)
     "kueue": ("sigs.k8s.io/kueue", "kueue", "config/components/crd/bases"),
     "volcano": ("volcano.sh/volcano", "volcano", "config/crd/volcano/bases"),
@@ -57,6 +60,7 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> lis
         result.append(Component("kueue", (
             binary("kueue"), f"--config={layout.root / 'kueue-config.yaml'}",
             f"--kubeconfig={layout.component_kubeconfig('kueue')}",
+            "--feature-gates=VisibilityOnDemand=false",  # its API server needs certs under /visibility; not used
         ), f"http://127.0.0.1:{ports.kueue_health}/readyz", ports.kueue_health, known_version=f"kueue {pins.kueue}"))
     if "volcano" in schedulers:
         result.append(Component("volcano-scheduler", (
@@ -70,7 +74,7 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> lis
             known_version=f"volcano {pins.volcano}"))
         result.append(Component("volcano-controller-manager", (
             binary("volcano-controller-manager"), f"--kubeconfig={layout.component_kubeconfig('volcano')}",
-            "--scheduler-name=volcano", "--leader-elect=false", "--enable-healthz=true", "--enable-metrics=true",
+            f"--controllers={VOLCANO_CONTROLLERS}", "--scheduler-name=volcano", "--leader-elect=false", "--enable-healthz=true", "--enable-metrics=true",
             f"--healthz-address=127.0.0.1:{ports.volcano_controllers_health}",
             f"--listen-address=127.0.0.1:{ports.volcano_controllers_metrics}",
         ), f"http://127.0.0.1:{ports.volcano_controllers_health}/healthz", ports.volcano_controllers_health,

@@ -24,8 +24,8 @@ LONG_RUN = {"sim.gpupoc.io/run-for": "600s"}
 
 def requires(scheduler: str) -> None:
     state = cluster.running_components(cluster.layout())
-    names = {"kueue": "kueue", "volcano": "volcano-scheduler", "kuberay": "kuberay-operator"}
-    if not state.get(names[scheduler]):
+    component = {"volcano": "volcano-scheduler", "kuberay": "kuberay-operator"}.get(scheduler, scheduler)
+    if not state.get(component):
         pytest.skip(f"{scheduler} is not running on this sim (gpupoc sim up --schedulers ...)")
 
 
@@ -56,8 +56,9 @@ def kueue_queue(sim_api: client.ApiClient, dynamic: DynamicClient, namespace: st
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "sim-gpu"}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
          "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                  "resourceGroups": [{"coveredResources": ["cpu", GPU], "flavors": [{
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": [{
                       "name": "sim-gpu", "resources": [{"name": "cpu", "nominalQuota": "64"},
+                                                       {"name": "memory", "nominalQuota": "1Ti"},
                                                        {"name": GPU, "nominalQuota": "8"}]}]}]}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
          "metadata": {"name": "team", "namespace": namespace}, "spec": {"clusterQueue": cq}},
@@ -101,14 +102,15 @@ def test_kueue_admits_within_quota_and_holds_beyond_it(sim_api: client.ApiClient
     assert batch.read_namespaced_job("beyond", namespace).spec.suspend is True
 
 
-def volcano_job(name: str, replicas: int, gpus: int) -> dict[str, Any]:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": "default",
-                     "tasks": [{"name": "worker", "replicas": replicas, "template": {
-                         "metadata": {"annotations": LONG_RUN},
-                         "spec": {"restartPolicy": "Never", "containers": [{
-                             "name": "train", "image": "sim/trainer:1",
-                             "resources": {"requests": {"cpu": "1"}, "limits": {GPU: str(gpus)}}}]}}]}}
+def volcano_job(name: str, namespace: str, replicas: int, gpus: int) -> dict[str, Any]:
+    container = {"name": "train", "image": "sim/trainer:1",
+                 "resources": {"requests": {"cpu": "1"}, "limits": {GPU: str(gpus)}}}
+    task = {"name": "worker", "replicas": replicas,
+            "template": {"metadata": {"annotations": LONG_RUN},
+                         "spec": {"restartPolicy": "Never", "containers": [container]}}}
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": "default", "tasks": [task]}}
 
 
 def test_volcano_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core: client.CoreV1Api,
@@ -120,8 +122,7 @@ def test_volcano_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core
         core.create_namespaced_pod(namespace, {"metadata": {"name": f"filler-{i}"}, "spec": {
             "nodeName": node, "containers": [{"name": "c", "image": "sim/x:1",
                                               "resources": {"limits": {GPU: str(DEFAULT_GPUS_PER_NODE)}}}]}})
-    apply_objects(sim_api, [{**volcano_job("gang", 4, DEFAULT_GPUS_PER_NODE),
-                             "metadata": {"name": "gang", "namespace": namespace}}])
+    apply_objects(sim_api, [volcano_job("gang", namespace, 4, DEFAULT_GPUS_PER_NODE)])
     podgroups = dynamic.resources.get(api_version="scheduling.volcano.sh/v1beta1", kind="PodGroup")
     wait_for(podgroups.get, f"PodGroup of {namespace}/gang",
              lambda pg: pg.to_dict().get("status", {}).get("phase") in ("Pending", "Inqueue")
@@ -182,13 +183,13 @@ def test_rayjob_through_kueue_is_admitted_and_its_cluster_ready(
              namespace=namespace)
 
 
-@pytest.mark.parametrize("metric, job", [
-    ("kueue_admitted_workloads_total", "kueue"),
-    ("volcano_e2e_scheduling_latency_milliseconds_count", "volcano-scheduler"),
-    ("kube_pod_status_phase", "kube-state-metrics"),
+@pytest.mark.parametrize("metric, job, component", [
+    ("kueue_admitted_workloads_total", "kueue", "kueue"),
+    ("volcano_e2e_scheduling_latency_milliseconds_count", "volcano-scheduler", "volcano"),
+    ("kube_pod_status_phase", "kube-state-metrics", "kube-state-metrics"),
 ])
-def test_scheduler_metrics_are_in_prometheus(sim_api: client.ApiClient, metric: str, job: str) -> None:
-    requires({"kueue": "kueue", "volcano-scheduler": "volcano"}.get(job, "kueue"))
+def test_scheduler_metrics_are_in_prometheus(sim_api: client.ApiClient, metric: str, job: str, component: str) -> None:
+    requires(component)
     deadline = time.monotonic() + TIMEOUT_S
     series: list[dict[str, Any]] = []
     while not series and time.monotonic() < deadline:
