@@ -1,6 +1,6 @@
-"""Benchmark of the sim: warm `sim up` to all nodes Ready, `sim down`, total RSS with 4 nodes.
+"""Benchmark of the sim: warm `sim up` to all nodes Ready and all controllers healthy, `sim down`, total RSS.
 
-Run: python bench/sim_bringup.py [--repeat N]. Numbers go to the README; nothing here asserts.
+Run: python bench/sim_bringup.py [--repeat N] [--schedulers none]. Numbers go to the README; nothing here asserts.
 Uses its own GPUPOC_HOME and port base so a running sim is left alone.
 """
 
@@ -30,9 +30,10 @@ def rss_mib(pids: list[int]) -> float:
     return total_kib / 1024
 
 
-def one_round(env: dict[str, str], home: Path) -> dict[str, float]:
+def one_round(env: dict[str, str], home: Path, schedulers: str) -> dict[str, float]:
     started = time.monotonic()
-    subprocess.run(["gpupoc", "sim", "up"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["gpupoc", "sim", "up", "--schedulers", schedulers], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
     up_s = time.monotonic() - started
     state = json.loads((home / "sim" / "state.json").read_text())
     time.sleep(5)  # let the processes settle before sampling their memory
@@ -45,11 +46,13 @@ def one_round(env: dict[str, str], home: Path) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--schedulers", default="kueue,volcano,kuberay", help="as for `gpupoc sim up`; 'none' for "
+                        "the control plane alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GPUPOC_HOME": tmp, "GPUPOC_BUILD_HOME": str(build_root()),
                "GPUPOC_SIM_PORT_BASE": PORT_BASE}
-        rounds = [one_round(env, Path(tmp)) for _ in range(args.repeat)]
+        rounds = [one_round(env, Path(tmp), args.schedulers) for _ in range(args.repeat)]
     for key in ("up_s", "down_s", "rss_mib"):
         values = [r[key] for r in rounds]
         print(f"{key:8} median {statistics.median(values):7.1f}  min {min(values):7.1f}  max {max(values):7.1f}")

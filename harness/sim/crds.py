@@ -9,10 +9,11 @@ from typing import Any
 
 import yaml
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
 from harness.errors import BuildError
-from harness.wait import wait_for
+from harness.wait import wait_for_set
 
 ESTABLISHED_TIMEOUT_S = 60.0
 
@@ -27,10 +28,14 @@ def module_dir(module: str, version: str, cwd: Path) -> Path:
     return Path(info["Dir"])
 
 
+# libyaml when PyYAML has it: the CRDs of Kueue and KubeRay are megabytes of YAML.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_documents(directory: Path, pattern: str = "*.yaml") -> list[dict[str, Any]]:
     docs = []
     for path in sorted(directory.glob(pattern)):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += [d for d in yaml.load_all(path.read_text(), Loader=SAFE_LOADER) if d]
     return docs
 
 
@@ -40,11 +45,17 @@ def is_established(crd: dict[str, Any]) -> bool:
 
 
 def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], timeout_s: float = ESTABLISHED_TIMEOUT_S) -> None:
+    """Apply server-side, then one watch over all CRDs until every one applied is Established.
+
+    Read through the dynamic client: the typed client's models of these large schemas are slow to build.
+    """
     apply_objects(api, crds)
-    ext = client.ApiextensionsV1Api(api)
-    for crd in crds:
-        name = crd["metadata"]["name"]
-        wait_for(ext.list_custom_resource_definition, f"CRD {name}",
-                 lambda c: is_established(api.sanitize_for_serialization(c)), timeout_s=timeout_s,
-                 describe=lambda c: str([(x.type, x.status) for x in (c.status.conditions or [])]),
-                 field_selector=f"metadata.name={name}")
+    wanted = {c["metadata"]["name"] for c in crds}
+    resource = DynamicClient(api).resources.get(api_version="apiextensions.k8s.io/v1",
+                                                kind="CustomResourceDefinition")
+
+    def missing(seen: dict[str, Any]) -> set[str]:
+        return {n for n in wanted if n not in seen or not is_established(seen[n].to_dict())}
+
+    wait_for_set(resource.get, "CRDs Established", lambda seen: not missing(seen), timeout_s=timeout_s,
+                 describe=lambda seen: f"not Established: {sorted(missing(seen))}")
