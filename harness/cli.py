@@ -8,9 +8,14 @@ from typing import NoReturn
 
 from kubernetes import client
 
+from harness import cleanup, queue_model
+from harness.config import OPTIONS, resolve
 from harness.errors import ConfigError, HarnessError
-from harness.inventory import format_inventory, gpu_inventory
+from harness.inventory import cross_check, dcgm_gpus, format_inventory, gpu_inventory
+from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.sim import build, cluster, nodes
+from harness.sim.paths import REPO_ROOT
+from harness.target import Target, connect
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
                                 DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, DEFAULT_SCHEDULERS, GpuSpec, SimConfig,
                                 parse_schedulers)
@@ -60,8 +65,25 @@ def parser() -> argparse.ArgumentParser:
     remove = node_ops.add_parser("remove")
     remove.add_argument("names", nargs="*")
     remove.add_argument("--count", type=int, default=0, help="remove the newest N simulated nodes")
-    commands.add_parser("inventory", help="print the cluster's nodes and GPU inventory")
+    inventory = commands.add_parser("inventory", help="print the cluster's nodes and GPU inventory")
+    _target_flags(inventory)
+    setup = commands.add_parser("setup", help="apply the reference queue model (sim and kind only)")
+    _target_flags(setup)
+    clean = commands.add_parser("clean", help="delete what gpupoc runs left behind (never the queue model)")
+    _target_flags(clean)
+    run_cmd = commands.add_parser("run", help="run the suites (pytest on suites/); extra arguments go to pytest")
+    _target_flags(run_cmd)
+    run_cmd.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
     return top
+
+
+def _target_flags(parser: argparse.ArgumentParser) -> None:
+    for name, (env, help_text) in OPTIONS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, help=f"{help_text} [env {env}]")
+
+
+def _connect(args: argparse.Namespace) -> Target:
+    return connect(resolve({name: getattr(args, name) for name in OPTIONS}))
 
 
 def _core() -> client.CoreV1Api:
@@ -70,13 +92,28 @@ def _core() -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
 
 
-def print_inventory() -> None:
-    core = _core()
-    api = core.api_client
-    raw = [api.sanitize_for_serialization(n) for n in core.list_node().items]
-    version = client.VersionApi(api).get_code().git_version
-    print(f"cluster: {api.configuration.host} (Kubernetes {version}), {len(raw)} node(s)")
-    print(format_inventory(gpu_inventory(raw)))
+def print_inventory(target: Target) -> None:
+    core = client.CoreV1Api(target.api)
+    raw = [target.api.sanitize_for_serialization(n) for n in core.list_node().items]
+    print(f"cluster: {target.host} ({target.kind}, context {target.context}, Kubernetes "
+          f"{target.kubernetes_version}), {len(raw)} node(s)")
+    inventory = gpu_inventory(raw)
+    print(format_inventory(inventory))
+    if target.prometheus_url:
+        try:
+            series = Prometheus(target.prometheus_url).instant("DCGM_FI_DEV_GPU_UTIL")
+        except PrometheusUnavailable as exc:
+            print(f"DCGM cross-check skipped: {exc}")
+            return
+        if series:
+            problems = cross_check(inventory, dcgm_gpus([s.labels for s in series]))
+            print("DCGM agrees with the node labels" if not problems else "\n".join(problems))
+        else:
+            print("DCGM cross-check: no DCGM exporter series in Prometheus")
+
+
+def target_timeout(args: argparse.Namespace) -> float:
+    return resolve({name: getattr(args, name) for name in OPTIONS}).profile.timeouts.cleanup
 
 
 def _print_status() -> int:
@@ -106,10 +143,30 @@ def _nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_suites(args: argparse.Namespace) -> int:
+    import pytest
+
+    passthrough = [a for a in args.pytest_args if a != "--"]
+    options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS if getattr(args, name)]
+    return int(pytest.main([str(REPO_ROOT / "suites"), *options, *passthrough]))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "inventory":
-        print_inventory()
+        print_inventory(_connect(args))
         return 0
+    if args.command == "setup":
+        target = _connect(args)
+        queue_model.apply_queue_model(target, resolve({n: getattr(args, n) for n in OPTIONS}).profile)
+        return 0
+    if args.command == "clean":
+        target = _connect(args)
+        leftovers = cleanup.sweep(target.api, args.run_id, target_timeout(args))
+        for line in leftovers:
+            print(f"left behind: {line}")
+        return 1 if leftovers else 0
+    if args.command == "run":
+        return run_suites(args)
     match args.sim_command:
         case "build":
             build.build(args.components)

@@ -20,6 +20,7 @@ class NodeGpus:
     mig_capable: bool | None
     sharing: str
     instance_type: str
+    provider: str
     simulated: bool
 
 
@@ -47,7 +48,62 @@ def node_gpus(node: dict[str, Any]) -> NodeGpus | None:
         cuda_version=cuda or "unknown", mig_capable=None if mig is None else mig == "true",
         sharing=labels.get("nvidia.com/gpu.sharing-strategy", "none"),
         instance_type=labels.get("node.kubernetes.io/instance-type", "unknown"),
-        simulated=labels.get(SIMULATED_LABEL) == "true")
+        provider=provider_of(node), simulated=labels.get(SIMULATED_LABEL) == "true")
+
+
+PROVIDERS = {"aws": "AWS", "gce": "Google Cloud", "azure": "Azure", "oci": "Oracle Cloud", "kind": "kind",
+             "gpupoc-sim": "gpupoc sim", "kwok": "kwok"}
+
+
+def provider_of(node: dict[str, Any]) -> str:
+    """Cloud provider from spec.providerID (aws://..., gce://...), else 'unknown'."""
+    provider_id = (node.get("spec") or {}).get("providerID") or ""
+    scheme = provider_id.split("://", 1)[0] if "://" in provider_id else ""
+    return PROVIDERS.get(scheme, scheme or "unknown")
+
+
+@dataclass(frozen=True)
+class DcgmGpu:
+    hostname: str
+    gpu: str
+    model: str
+    driver_version: str
+
+
+def dcgm_gpus(series_labels: list[dict[str, str]]) -> list[DcgmGpu]:
+    """GPUs as the DCGM exporter labels its series (modelName, DCGM_FI_DRIVER_VERSION, Hostname, gpu)."""
+    seen = {}
+    for labels in series_labels:
+        key = (labels.get("Hostname", "?"), labels.get("gpu", labels.get("UUID", "?")))
+        seen[key] = DcgmGpu(key[0], key[1], labels.get("modelName", "unknown"),
+                            labels.get("DCGM_FI_DRIVER_VERSION", "unknown"))
+    return list(seen.values())
+
+
+def cross_check(inventory: list[NodeGpus], dcgm: list[DcgmGpu]) -> list[str]:
+    """Where node labels and DCGM disagree on a node's GPU model or driver (spaces vs dashes ignored)."""
+    by_node = {g.node: g for g in inventory}
+    problems = []
+    for gpu in dcgm:
+        labelled = by_node.get(gpu.hostname)
+        if labelled is None:
+            continue
+        if gpu.model.replace(" ", "-") != labelled.model.removesuffix("-SHARED"):
+            problems.append(f"{gpu.hostname} gpu {gpu.gpu}: DCGM says {gpu.model}, labels say {labelled.model}")
+        if gpu.driver_version not in ("unknown", labelled.driver_version):
+            problems.append(f"{gpu.hostname} gpu {gpu.gpu}: DCGM driver {gpu.driver_version}, "
+                            f"labels say {labelled.driver_version}")
+    return problems
+
+
+def parse_nvidia_smi(csv_text: str) -> list[tuple[str, str, str]]:
+    """Rows of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv`: (name, driver, memory)."""
+    rows = []
+    for line in csv_text.strip().splitlines()[1:]:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            rows.append((parts[0], parts[1], parts[2]))
+    return rows
 
 
 def gpu_inventory(nodes: list[dict[str, Any]]) -> list[NodeGpus]:
@@ -55,9 +111,10 @@ def gpu_inventory(nodes: list[dict[str, Any]]) -> list[NodeGpus]:
 
 
 def format_inventory(inventory: list[NodeGpus]) -> str:
-    header = f"{'NODE':<14} {'GPU MODEL':<24} {'COUNT':>5} {'MEMORY MiB':>10} {'DRIVER':<11} {'CUDA':<5} {'MIG':<5} SIMULATED"
+    header = (f"{'NODE':<14} {'GPU MODEL':<24} {'COUNT':>5} {'MEMORY MiB':>10} {'DRIVER':<11} {'CUDA':<5} "
+              f"{'MIG':<5} {'SHARING':<8} {'PROVIDER':<12} {'INSTANCE TYPE':<30} SIMULATED")
     rows = [f"{g.node:<14} {g.model:<24} {g.count:>5} {g.memory_mib or '?':>10} {g.driver_version:<11} "
-            f"{g.cuda_version:<5} {str(g.mig_capable).lower():<5} {'yes' if g.simulated else 'no'}"
-            for g in inventory]
+            f"{g.cuda_version:<5} {str(g.mig_capable).lower():<5} {g.sharing:<8} {g.provider:<12} "
+            f"{g.instance_type:<30} {'yes' if g.simulated else 'no'}" for g in inventory]
     total = sum(g.count for g in inventory)
     return "\n".join([header, *rows, f"{len(inventory)} GPU node(s), {total} GPU(s)"])

@@ -9,19 +9,24 @@ resources (`dynamic.resources.get(...).get`).
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import urllib3.exceptions
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.resource import Resource
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from harness.errors import HarnessError, WaitTimeout
 
 Predicate = Callable[[Any], bool]
 Describe = Callable[[Any], str]
 HTTP_GONE = 410
+WATCH_CHUNK_S = 5  # a stoppable watch re-checks its stop flag at least this often
+LIST_ATTEMPTS = 4
 RELIST = "RELIST"  # a (re)list begins: forget what was seen before
 LISTED = "LISTED"  # an object of the list
 SYNCED = "SYNCED"  # the list is complete; watch events follow
@@ -46,11 +51,24 @@ def _dynamic_resource(list_func: Callable[..., Any]) -> Resource | None:
     return None
 
 
-def _events(list_func: Callable[..., Any], deadline: float, **list_kwargs: Any) -> Iterator[tuple[str, Any]]:
-    """RELIST, (LISTED, obj) for each object, SYNCED, then watch events until the deadline."""
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: the API server was briefly unavailable, overloaded or throttling."""
+    if isinstance(exc, ApiException):
+        return exc.status in (429, 500, 502, 503, 504)
+    return isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError, ConnectionError))
+
+
+# Bounded retries of transient API errors; a persistent failure surfaces as it is.
+retry_transient = retry(retry=retry_if_exception(is_transient), stop=stop_after_attempt(LIST_ATTEMPTS),
+                        wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+
+
+def events(list_func: Callable[..., Any], deadline: float, stop: threading.Event | None = None,
+            **list_kwargs: Any) -> Iterator[tuple[str, Any]]:
+    """RELIST, (LISTED, obj) for each object, SYNCED, then watch events until the deadline (or `stop`)."""
     resource = _dynamic_resource(list_func)
     while True:
-        listing = list_func(**list_kwargs)
+        listing = retry_transient(list_func)(**list_kwargs)
         yield RELIST, None
         for obj in listing.items:
             yield LISTED, obj
@@ -58,19 +76,21 @@ def _events(list_func: Callable[..., Any], deadline: float, **list_kwargs: Any) 
         version = _resource_version(listing)
         watcher = watch.Watch()
         try:
-            while (remaining := deadline - time.monotonic()) > 0:
+            while (remaining := deadline - time.monotonic()) > 0 and not (stop and stop.is_set()):
+                chunk = max(1, int(min(remaining, WATCH_CHUNK_S) if stop else remaining))
                 if resource is not None:
-                    stream = resource.client.watch(resource, resource_version=version, timeout=max(1, int(remaining)),
+                    stream = resource.client.watch(resource, resource_version=version, timeout=chunk,
                                                    watcher=watcher, **list_kwargs)
                 else:
-                    stream = watcher.stream(list_func, resource_version=version,
-                                            timeout_seconds=max(1, int(remaining)), **list_kwargs)
+                    stream = watcher.stream(list_func, resource_version=version, timeout_seconds=chunk, **list_kwargs)
                 for event in stream:
                     version = _resource_version(event["object"])
                     yield event["type"], event["object"]
+                    if stop and stop.is_set():
+                        return
             return
         except ApiException as exc:
-            if exc.status != HTTP_GONE:
+            if exc.status != HTTP_GONE and not is_transient(exc):
                 raise
         finally:
             watcher.stop()
@@ -84,7 +104,7 @@ def wait_for(list_func: Callable[..., Any], what: str, done: Predicate, *, timeo
     field_selector/label_selector so the watch carries only the objects of interest.
     """
     last = "not seen yet"
-    for kind, obj in _events(list_func, time.monotonic() + timeout_s, **list_kwargs):
+    for kind, obj in events(list_func, time.monotonic() + timeout_s, **list_kwargs):
         if kind in (RELIST, SYNCED):
             continue
         if kind == "DELETED":
@@ -102,7 +122,7 @@ def wait_gone(list_func: Callable[..., Any], what: str, *, timeout_s: float,
               describe: Describe = repr, **list_kwargs: Any) -> None:
     """Watch until the list (narrowed by selectors) holds nothing: the objects were deleted."""
     present: dict[str, str] = {}
-    for kind, obj in _events(list_func, time.monotonic() + timeout_s, **list_kwargs):
+    for kind, obj in events(list_func, time.monotonic() + timeout_s, **list_kwargs):
         if kind == RELIST:
             present.clear()
         elif kind == "DELETED":
@@ -123,7 +143,7 @@ def wait_for_set(list_func: Callable[..., Any], what: str, done: Callable[[dict[
     For conditions over many objects at once: "all 4 pods of the gang are bound".
     """
     objects: dict[str, Any] = {}
-    for kind, obj in _events(list_func, time.monotonic() + timeout_s, **list_kwargs):
+    for kind, obj in events(list_func, time.monotonic() + timeout_s, **list_kwargs):
         if kind == RELIST:
             objects.clear()
             continue

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.prometheus import instant_query
+from harness.prometheus import Prometheus
 from harness.sim import cluster
 from harness.sim.config import DEFAULT_GPU_PRODUCT, DEFAULT_GPUS_PER_NODE, DEFAULT_DRIVER_VERSION
 from harness.sim.nodes import SIMULATED_LABEL, gfd_labels, simulated_node_names
@@ -128,12 +128,12 @@ def test_audit_log_records_who_created_a_job(sim_api: client.ApiClient, namespac
 
 def test_prometheus_scrapes_apiserver_and_kwok(sim_api: client.ApiClient) -> None:
     deadline = time.monotonic() + 30
-    up: dict[str, str] = {}
-    while time.monotonic() < deadline and not (up.get("kube-apiserver") == up.get("kwok") == "1"):
-        up = {r["metric"]["job"]: r["value"][1] for r in instant_query(cluster.prometheus_url(), "up")}
+    up: dict[str, float] = {}
+    while time.monotonic() < deadline and not (up.get("kube-apiserver") == up.get("kwok") == 1.0):
+        up = {s.labels["job"]: s.value for s in Prometheus(cluster.prometheus_url()).instant("up")}
         time.sleep(1)
-    assert up.get("kube-apiserver") == "1", up
-    assert up.get("kwok") == "1", up
+    assert up.get("kube-apiserver") == 1.0, up
+    assert up.get("kwok") == 1.0, up
 
 
 def test_nodes_can_be_added_and_removed_while_running(core: client.CoreV1Api) -> None:

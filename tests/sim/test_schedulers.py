@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
-from harness.prometheus import instant_query
+from harness.prometheus import Prometheus, Sample
 from harness.sim import cluster, nodes
 from harness.sim.config import DEFAULT_GPUS_PER_NODE, GpuSpec
 from harness.wait import wait_for, wait_for_set
@@ -183,16 +183,27 @@ def test_rayjob_through_kueue_is_admitted_and_its_cluster_ready(
              namespace=namespace)
 
 
+def wait_for_series(promql: str) -> list[Sample]:
+    prometheus = Prometheus(cluster.prometheus_url())
+    deadline = time.monotonic() + TIMEOUT_S
+    series: list[Sample] = []
+    while not series and time.monotonic() < deadline:
+        series = prometheus.instant(promql)
+        time.sleep(1)
+    assert series, f"no series for {promql} in Prometheus after {TIMEOUT_S}s"
+    return series
+
+
+def test_kueue_admissions_are_in_prometheus(sim_api: client.ApiClient, namespace: str, kueue_queue: str) -> None:
+    client.BatchV1Api(sim_api).create_namespaced_job(
+        namespace, gpu_job("counted", 1, {"kueue.x-k8s.io/queue-name": kueue_queue}))
+    wait_for_series('kueue_admitted_workloads_total{job="kueue"} > 0')
+
+
 @pytest.mark.parametrize("metric, job, component", [
-    ("kueue_admitted_workloads_total", "kueue", "kueue"),
     ("volcano_e2e_scheduling_latency_milliseconds_count", "volcano-scheduler", "volcano"),
     ("kube_pod_status_phase", "kube-state-metrics", "kube-state-metrics"),
 ])
 def test_scheduler_metrics_are_in_prometheus(sim_api: client.ApiClient, metric: str, job: str, component: str) -> None:
     requires(component)
-    deadline = time.monotonic() + TIMEOUT_S
-    series: list[dict[str, Any]] = []
-    while not series and time.monotonic() < deadline:
-        series = instant_query(cluster.prometheus_url(), f'{metric}{{job="{job}"}}')
-        time.sleep(1)
-    assert series, f"no {metric} series from job {job} in Prometheus after {TIMEOUT_S}s"
+    wait_for_series(f'{metric}{{job="{job}"}}')

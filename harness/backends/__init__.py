@@ -1,0 +1,25 @@
+"""Backend adapters: the same abstract job on every scheduler, and its state read back."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Backend, GangJob,
+                                   JobStatus)
+from harness.backends.default import DefaultBackend
+from harness.backends.kai import KaiBackend
+from harness.backends.kuberay import KubeRayBackend
+from harness.backends.kueue import KueueBackend
+from harness.backends.volcano import VolcanoBackend
+
+ALL: dict[str, Backend] = {b.name: b for b in (VolcanoBackend(), KueueBackend(), KubeRayBackend(), KaiBackend(),
+                                               DefaultBackend())}
+
+
+def detect(api: client.ApiClient, wanted: tuple[str, ...]) -> dict[str, str | None]:
+    """backend name -> None when usable here, else the reason it is skipped."""
+    return {name: ALL[name].unavailable_reason(api) for name in wanted}
+
+
+__all__ = ["ADMITTED", "ALL", "FAILED", "PREEMPTED", "QUEUED", "RUNNING", "SUCCEEDED", "Backend", "GangJob",
+           "JobStatus", "detect"]

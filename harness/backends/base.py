@@ -1,0 +1,111 @@
+"""What every backend adapter offers: an abstract gang job in, manifests out, states read back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from kubernetes import client
+
+from harness.errors import ConfigError
+from harness.profile import Tenant
+
+QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
+    "queued", "admitted", "running", "succeeded", "failed", "preempted")
+RUN_FOR_ANNOTATION = "sim.gpupoc.io/run-for"
+DEFAULT_RUN_FOR_S = 30.0
+
+
+@dataclass(frozen=True)
+class GangJob:
+    """A gang of `pods` pods x `gpus_per_pod` GPUs for a tenant, at a priority, running `run_for_s` on the sim."""
+
+    name: str
+    tenant: Tenant
+    pods: int
+    gpus_per_pod: int
+    gpu_resource: str = "nvidia.com/gpu"
+    priority_class: str | None = None
+    run_for_s: float = DEFAULT_RUN_FOR_S
+    max_retries: int = 0          # restarts of the whole job before it is failed
+    restart_on_failure: bool = True
+    image: str = "sim/trainer:1"
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.pods < 1 or self.gpus_per_pod < 0:
+            raise ConfigError(f"job {self.name}: needs at least 1 pod and 0 or more GPUs per pod")
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    def pod_template(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
+            "name": "train", "image": self.image,
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                          "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
+        return {"metadata": {"labels": dict(self.labels),
+                             "annotations": {RUN_FOR_ANNOTATION: f"{self.run_for_s:g}s"}},
+                "spec": spec}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's state, read from server-side facts, with the server's timestamps where it has them."""
+
+    state: str
+    reason: str = ""
+    submitted_at: datetime | None = None
+    admitted_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class Backend(Protocol):
+    name: str
+
+    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+        """None when the backend can be used on this cluster, else why not (the SKIP reason)."""
+        ...
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        """The objects to apply for `job`, in the tenant's namespace."""
+        ...
+
+    def tracked_kind(self) -> tuple[str, str]:
+        """(apiVersion, kind) of the object whose status says the job's state."""
+        ...
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        """Pure: the job's state from its tracked object (as a dict)."""
+        ...
+
+    def pod_selector(self, job: GangJob) -> str:
+        """Label selector of the job's pods."""
+        ...
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def condition_true(obj: dict[str, Any], kind: str) -> bool:
+    found = condition(obj, kind)
+    return found is not None and found.get("status") == "True"
+
+
+def condition_time(obj: dict[str, Any], kind: str) -> datetime | None:
+    found = condition(obj, kind)
+    return parse_time(found.get("lastTransitionTime")) if found and found.get("status") == "True" else None
+
+
+def created_at(obj: dict[str, Any]) -> datetime | None:
+    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))

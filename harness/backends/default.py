@@ -1,0 +1,29 @@
+"""The baseline: a plain batch Job on kube-scheduler and the device plugin. No gang, no queue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from harness.backends.base import GangJob, JobStatus
+from harness.backends.batch import batch_job, batch_status
+
+
+class DefaultBackend:
+    name = "default"
+
+    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+        return None  # kube-scheduler is part of every cluster
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        return [batch_job(job)]
+
+    def tracked_kind(self) -> tuple[str, str]:
+        return "batch/v1", "Job"
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        return batch_status(obj)
+
+    def pod_selector(self, job: GangJob) -> str:
+        return f"batch.kubernetes.io/job-name={job.name}"

@@ -1,0 +1,37 @@
+"""Is a backend installed here? Its CRDs are served and its controller is running."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from harness.sim import cluster
+
+
+def missing_crd_reason(api: client.ApiClient, group: str, kind: str, backend: str) -> str | None:
+    if DynamicClient(api).resources.search(group=group, kind=kind):
+        return None
+    return (f"{backend}: {kind} ({group}) is not served by {api.configuration.host}: "
+            f"install {backend} or drop it from --backends")
+
+
+def is_sim(api: client.ApiClient) -> bool:
+    if not cluster.layout().kubeconfig.exists():
+        return False
+    sim_host: str = cluster.api_client().configuration.host
+    return bool(api.configuration.host == sim_host)
+
+
+def missing_controller_reason(api: client.ApiClient, backend: str, sim_components: tuple[str, ...],
+                              deployments: tuple[str, ...]) -> str | None:
+    """On the sim: its processes are running. Elsewhere: one of `deployments` has an available replica."""
+    if is_sim(api):
+        running = cluster.running_components(cluster.layout())
+        down = [c for c in sim_components if not running.get(c)]
+        return f"{backend}: {', '.join(down)} not running on the sim (gpupoc sim status)" if down else None
+    apps = client.AppsV1Api(api)
+    for name in deployments:
+        found = apps.list_deployment_for_all_namespaces(field_selector=f"metadata.name={name}").items
+        if any((d.status.available_replicas or 0) > 0 for d in found):
+            return None
+    return f"{backend}: no available controller Deployment ({', '.join(deployments)}) on {api.configuration.host}"

@@ -1,0 +1,75 @@
+"""KubeRay: a RayJob (head + workers = the gang) queued by Kueue in the tenant's LocalQueue.
+
+On the sim a RayJob reaches Running but never Complete: nothing answers the Ray dashboard on a
+simulated pod IP. Suites that need completion skip kuberay on the sim with that reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from harness.backends.base import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+                                   parse_time)
+from harness.backends.detect import missing_controller_reason, missing_crd_reason
+from harness.backends.kueue import QUEUE_LABEL
+
+API_VERSION = "ray.io/v1"
+COMPLETES_ON_SIM = False
+
+
+def rayjob_status(obj: dict[str, Any]) -> JobStatus:
+    """Pure: a RayJob's jobDeploymentStatus as a job state."""
+    status = obj.get("status") or {}
+    deployment = status.get("jobDeploymentStatus", "")
+    submitted = created_at(obj)
+    started = parse_time(status.get("startTime"))
+    if deployment == "Complete" and status.get("jobStatus") == "SUCCEEDED":
+        return JobStatus(SUCCEEDED, "", submitted, started, parse_time(status.get("endTime")))
+    if deployment in ("Complete", "Failed"):
+        return JobStatus(FAILED, f"{status.get('reason', '')}: {status.get('message', '')}".strip(": "), submitted,
+                         started, parse_time(status.get("endTime")))
+    if deployment == "Running":
+        return JobStatus(RUNNING, "", submitted, started)
+    if deployment == "Initializing":
+        return JobStatus(ADMITTED, "", submitted, started)
+    return JobStatus(QUEUED, deployment or "", submitted)
+
+
+class KubeRayBackend:
+    name = "kuberay"
+
+    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+        return (missing_crd_reason(api, "ray.io", "RayJob", self.name)
+                or missing_controller_reason(api, self.name, ("kuberay-operator",), ("kuberay-operator",))
+                or missing_crd_reason(api, "kueue.x-k8s.io", "Workload", "kueue (queues RayJobs)"))
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        queue = job.tenant.queues.get("kueue")
+        if not queue:
+            raise ValueError(f"tenant {job.tenant.name} has no kueue queue in the profile: RayJobs are queued by Kueue")
+        template = job.pod_template()
+        head = {"metadata": template["metadata"], "spec": {**template["spec"], "restartPolicy": "Always",
+                                                            "containers": [{**template["spec"]["containers"][0],
+                                                                            "name": "ray-head"}]}}
+        worker = {"metadata": template["metadata"], "spec": {**template["spec"], "restartPolicy": "Always"}}
+        workers = job.pods - 1
+        cluster_spec: dict[str, Any] = {"headGroupSpec": {"rayStartParams": {}, "template": head},
+                                        "workerGroupSpecs": []}
+        if workers:
+            cluster_spec["workerGroupSpecs"] = [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
+                                                 "maxReplicas": workers, "rayStartParams": {}, "template": worker}]
+        return [{"apiVersion": API_VERSION, "kind": "RayJob",
+                 "metadata": {"name": job.name, "namespace": job.tenant.namespace, "labels": {QUEUE_LABEL: queue}},
+                 "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True,
+                          "backoffLimit": job.max_retries, "rayClusterSpec": cluster_spec}}]
+
+    def tracked_kind(self) -> tuple[str, str]:
+        return API_VERSION, "RayJob"
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        return rayjob_status(obj)
+
+    def pod_selector(self, job: GangJob) -> str:
+        return f"ray.io/originated-from-cr-name={job.name}"

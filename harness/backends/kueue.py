@@ -1,0 +1,64 @@
+"""Kueue: a batch Job in the tenant's LocalQueue; its Workload says queued, admitted, evicted, finished."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
+                                   condition, condition_time, condition_true, created_at, parse_time)
+from harness.backends.batch import batch_job
+from harness.backends.detect import missing_crd_reason, missing_controller_reason
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+
+
+def workload_status(obj: dict[str, Any]) -> JobStatus:
+    """Pure: a Kueue Workload's conditions as a job state, with the server's transition times."""
+    submitted = created_at(obj)
+    admitted_at = condition_time(obj, "QuotaReserved") or condition_time(obj, "Admitted")
+    finished = condition(obj, "Finished")
+    if finished and finished.get("status") == "True":
+        state = SUCCEEDED if finished.get("reason") == "Succeeded" else FAILED
+        return JobStatus(state, finished.get("message", ""), submitted, admitted_at,
+                         parse_time(finished.get("lastTransitionTime")))
+    for kind in ("Preempted", "Evicted"):
+        evicted = condition(obj, kind)
+        if evicted and evicted.get("status") == "True" and not condition_true(obj, "Admitted"):
+            return JobStatus(PREEMPTED, f"{evicted.get('reason', '')}: {evicted.get('message', '')}", submitted,
+                             admitted_at)
+    if condition_true(obj, "Admitted"):
+        state = RUNNING if condition_true(obj, "PodsReady") else ADMITTED
+        return JobStatus(state, "", submitted, admitted_at)
+    reserved = condition(obj, "QuotaReserved") or {}
+    return JobStatus(QUEUED, reserved.get("message", ""), submitted)
+
+
+def owner_name(obj: dict[str, Any]) -> str | None:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return owners[0]["name"] if owners else None
+
+
+class KueueBackend:
+    name = "kueue"
+
+    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+        return (missing_crd_reason(api, "kueue.x-k8s.io", "Workload", self.name)
+                or missing_controller_reason(api, self.name, ("kueue",), ("kueue-controller-manager",)))
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        queue = job.tenant.queues.get("kueue")
+        if not queue:
+            raise ValueError(f"tenant {job.tenant.name} has no kueue queue in the profile (tenants[].queues.kueue)")
+        return [batch_job(job, {QUEUE_LABEL: queue})]
+
+    def tracked_kind(self) -> tuple[str, str]:
+        return API_VERSION, "Workload"
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        return workload_status(obj)
+
+    def pod_selector(self, job: GangJob) -> str:
+        return f"batch.kubernetes.io/job-name={job.name}"

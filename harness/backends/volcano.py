@@ -1,0 +1,64 @@
+"""Volcano: a Volcano Job with minAvailable = pods in the tenant's Volcano Queue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from harness.backends.base import (FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+                                   parse_time)
+from harness.backends.detect import missing_controller_reason, missing_crd_reason
+
+API_VERSION = "batch.volcano.sh/v1alpha1"
+SCHEDULER_NAME = "volcano"
+RUNNING_PHASES = ("Running", "Restarting", "Completing")
+FAILED_PHASES = ("Failed", "Aborted", "Terminated")
+
+
+def volcano_status(obj: dict[str, Any]) -> JobStatus:
+    """Pure: a Volcano Job's status.state as a job state."""
+    state = (obj.get("status") or {}).get("state") or {}
+    phase = state.get("phase", "Pending")
+    since = parse_time(state.get("lastTransitionTime"))
+    submitted = created_at(obj)
+    if phase == "Completed":
+        return JobStatus(SUCCEEDED, "", submitted, None, since)
+    if phase in FAILED_PHASES:
+        return JobStatus(FAILED, f"{phase}: {state.get('reason', '')} {state.get('message', '')}".strip(),
+                         submitted, None, since)
+    if phase in RUNNING_PHASES:
+        return JobStatus(RUNNING, phase if phase != "Running" else "", submitted, since)
+    return JobStatus(QUEUED, state.get("message", "") or phase, submitted)
+
+
+class VolcanoBackend:
+    name = "volcano"
+
+    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+        return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)
+                or missing_controller_reason(api, self.name, ("volcano-scheduler", "volcano-controller-manager"),
+                                             ("volcano-scheduler",)))
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        queue = job.tenant.queues.get("volcano")
+        if not queue:
+            raise ValueError(f"tenant {job.tenant.name} has no volcano queue in the profile (tenants[].queues.volcano)")
+        on_failure = "RestartJob" if job.restart_on_failure else "AbortJob"
+        spec: dict[str, Any] = {
+            "minAvailable": job.pods, "schedulerName": SCHEDULER_NAME, "queue": queue, "maxRetry": job.max_retries,
+            "policies": [{"event": "PodFailed", "action": on_failure}, {"event": "PodEvicted", "action": on_failure}],
+            "tasks": [{"name": "worker", "replicas": job.pods, "template": job.pod_template()}]}
+        if job.priority_class:
+            spec["priorityClassName"] = job.priority_class
+        return [{"apiVersion": API_VERSION, "kind": "Job",
+                 "metadata": {"name": job.name, "namespace": job.tenant.namespace}, "spec": spec}]
+
+    def tracked_kind(self) -> tuple[str, str]:
+        return API_VERSION, "Job"
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        return volcano_status(obj)
+
+    def pod_selector(self, job: GangJob) -> str:
+        return f"volcano.sh/job-name={job.name}"

@@ -1,0 +1,83 @@
+"""Configuration flows one way: options and environment variables -> one frozen RunConfig.
+
+Every option has an environment variable; the option wins when both are given. Read once in
+pytest_configure (or by `gpupoc run`) and validated before any test runs.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.profile import BACKENDS, Profile, load_profile
+from harness.sim.paths import REPO_ROOT
+
+DEFAULT_SIM_PROFILE = REPO_ROOT / "profiles" / "sim.yaml"
+DEFAULT_REPORTS = REPO_ROOT / "reports"
+
+# option name -> (environment variable, help)
+OPTIONS: dict[str, tuple[str, str]] = {
+    "kubeconfig": ("GPUPOC_KUBECONFIG", "kubeconfig of the cluster under test (default: the sim, started if needed)"),
+    "context": ("GPUPOC_CONTEXT", "context in the kubeconfig (default: its current context)"),
+    "prometheus_url": ("GPUPOC_PROMETHEUS_URL", "Prometheus of the cluster (default: the sim's, or the profile's)"),
+    "profile": ("GPUPOC_PROFILE", "POC profile YAML (default: profiles/sim.yaml)"),
+    "backends": ("GPUPOC_BACKENDS", f"comma-separated subset of {','.join(BACKENDS)} (default: all detected)"),
+    "allow_destructive": ("GPUPOC_ALLOW_DESTRUCTIVE",
+                          "comma-separated contexts where pods may be failed, nodes cordoned, controllers stopped"),
+    "run_id": ("GPUPOC_RUN_ID", "label value of everything this run creates (default: random)"),
+    "reports_dir": ("GPUPOC_REPORTS_DIR", "where the acceptance record is written (default: reports/)"),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    kubeconfig: Path | None
+    context: str | None
+    prometheus_url: str | None
+    profile: Profile
+    backends: tuple[str, ...]
+    allow_destructive: tuple[str, ...]
+    run_id: str
+    reports_dir: Path
+
+    @property
+    def targets_sim(self) -> bool:
+        return self.kubeconfig is None and not in_cluster()
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v.strip() for v in (value or "").split(",") if v.strip()))
+
+
+def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> RunConfig:
+    """Options (None when not given) over environment variables over defaults; validated."""
+    env = os.environ if environ is None else environ
+    raw = {name: options.get(name) or env.get(var) or None for name, (var, _) in OPTIONS.items()}
+    backends = _csv(raw["backends"]) or BACKENDS
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise ConfigError(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+    kubeconfig = Path(raw["kubeconfig"]).expanduser() if raw["kubeconfig"] else None
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
+    if raw["context"] and kubeconfig is None and not os.environ.get("KUBECONFIG"):
+        raise ConfigError("--context needs --kubeconfig (or KUBECONFIG): the sim has a single context")
+    if raw["context"] and kubeconfig is None:
+        kubeconfig = Path(os.environ["KUBECONFIG"]).expanduser()
+    run_id = raw["run_id"] or uuid.uuid4().hex[:8]
+    if not run_id.replace("-", "").isalnum() or len(run_id) > 40:
+        raise ConfigError(f"--run-id {run_id!r}: letters, digits and '-' only, at most 40 characters")
+    return RunConfig(
+        kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],
+        profile=load_profile(Path(raw["profile"]) if raw["profile"] else DEFAULT_SIM_PROFILE),
+        backends=backends, allow_destructive=_csv(raw["allow_destructive"]), run_id=run_id,
+        reports_dir=Path(raw["reports_dir"]) if raw["reports_dir"] else DEFAULT_REPORTS)

@@ -1,0 +1,158 @@
+"""gpupoc's pytest plugin: options, configuration, fixtures, outcomes.
+
+Options are read once in pytest_configure into a RunConfig (validated before any test runs).
+A HarnessError in a test is reported as ERROR, a CriterionViolation as FAIL, an absent backend
+or capability as SKIP with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from harness import backends as backend_registry
+from harness.backends import Backend
+from harness.cleanup import delete_namespace, new_namespace, sweep
+from harness.config import OPTIONS, RunConfig, resolve
+from harness.errors import ConfigError, CriterionViolation, HarnessError
+from harness.profile import Profile
+from harness.prometheus import Prometheus
+from harness.safety import destructive_refusal
+from harness.target import Target, connect
+
+CONFIG_KEY = pytest.StashKey[RunConfig]()
+TARGET_KEY = pytest.StashKey[Target]()
+SWEEP_TIMEOUT_S = 30.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpupoc", "GPU scheduling POC")
+    for name, (env, help_text) in OPTIONS.items():
+        group.addoption(f"--{name.replace('_', '-')}", dest=f"gpupoc_{name}", default=None,
+                        help=f"{help_text} [env {env}]")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
+    try:
+        config.stash[CONFIG_KEY] = resolve(options)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"gpupoc: {exc}") from exc
+
+
+def run_config(config: pytest.Config) -> RunConfig:
+    return config.stash[CONFIG_KEY]
+
+
+@pytest.fixture(scope="session")
+def gpupoc_config(pytestconfig: pytest.Config) -> RunConfig:
+    return run_config(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def target(pytestconfig: pytest.Config, gpupoc_config: RunConfig) -> Target:
+    """The cluster under test, connected once per session (the sim is started when it is the target)."""
+    if TARGET_KEY not in pytestconfig.stash:
+        pytestconfig.stash[TARGET_KEY] = connect(gpupoc_config)
+    return pytestconfig.stash[TARGET_KEY]
+
+
+@pytest.fixture(scope="session")
+def api(target: Target) -> client.ApiClient:
+    return target.api
+
+
+@pytest.fixture(scope="session")
+def profile(gpupoc_config: RunConfig) -> Profile:
+    return gpupoc_config.profile
+
+
+@pytest.fixture(scope="session")
+def prometheus(target: Target) -> Prometheus:
+    """Prometheus of the target; ERROR (not FAIL) for the tests that need it when it is absent or down."""
+    if not target.prometheus_url:
+        raise HarnessError("no Prometheus for this target: pass --prometheus-url or set prometheus.url in the profile")
+    prom = Prometheus(target.prometheus_url)
+    reason = prom.reachable_reason()
+    if reason:
+        raise HarnessError(reason)
+    return prom
+
+
+@pytest.fixture()
+def namespace(api: client.ApiClient, gpupoc_config: RunConfig, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace labelled with the run and the test, deleted at teardown within the cleanup timeout."""
+    core = client.CoreV1Api(api)
+    name = new_namespace(core, gpupoc_config.run_id, request.node.nodeid)
+    yield name
+    leftover = delete_namespace(core, name, gpupoc_config.profile.timeouts.cleanup)
+    if leftover:
+        request.node.user_properties.append(("leftover", leftover))
+
+
+_AVAILABILITY: dict[str, str | None] = {}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests taking `backend` run once per backend of --backends (skipped where absent)."""
+    if "backend" in metafunc.fixturenames:
+        names = run_config(metafunc.config).backends
+        metafunc.parametrize("backend", names, ids=names, indirect=True)
+
+
+@pytest.fixture()
+def backend(request: pytest.FixtureRequest, api: client.ApiClient) -> Backend:
+    name: str = request.param
+    if name not in _AVAILABILITY:
+        _AVAILABILITY[name] = backend_registry.ALL[name].unavailable_reason(api)
+    reason = _AVAILABILITY[name]
+    if reason:
+        pytest.skip(reason)
+    return backend_registry.ALL[name]
+
+
+@pytest.fixture()
+def destructive(target: Target, gpupoc_config: RunConfig) -> Callable[[str], None]:
+    """Call destructive("fail a pod") before a destructive step: it SKIPs where the step is not allowed."""
+    def guard(step: str) -> None:
+        reason = destructive_refusal(target.kind, target.context, gpupoc_config.allow_destructive, step)
+        if reason:
+            pytest.skip(reason)
+    return guard
+
+
+def is_harness_error(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    return (excinfo is not None and isinstance(excinfo.value, HarnessError)
+            and not isinstance(excinfo.value, CriterionViolation))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    outcome = "ERROR" if report.failed and is_harness_error(call.excinfo) else None
+    if report.when == "call" and outcome:
+        report.user_properties.append(("gpupoc_outcome", outcome))
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    if report.when == "call" and ("gpupoc_outcome", "ERROR") in report.user_properties:
+        return "error", "E", ("ERROR", {"red": True})
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Ctrl-C or not: sweep whatever this run left in the cluster, and say what refused to go."""
+    target = session.config.stash.get(TARGET_KEY, None)
+    if target is None:
+        return
+    cfg = run_config(session.config)
+    try:
+        leftovers = sweep(target.api, cfg.run_id, SWEEP_TIMEOUT_S, say=lambda _: None)
+    except (client.ApiException, OSError) as exc:
+        leftovers = [f"sweep of run {cfg.run_id} failed: {exc}"]
+    for line in leftovers:
+        session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)

@@ -1,0 +1,209 @@
+"""The POC profile: tenants, queues, GPU sizes, a threshold for every criterion, timeouts.
+
+Validated once, before any test runs; an error names the field and what is allowed.
+Thresholds are data: suites read them from here and contain no threshold literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import ConfigError
+from harness.timeouts import OPERATIONS, Timeouts
+
+BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default")
+
+# criterion id -> {threshold name: meaning}; every one must be present in a profile.
+CRITERIA: dict[str, dict[str, str]] = {
+    "training.gang_admission": {"max_partial_pods": "pods of a gang allowed bound while it cannot fit (0)",
+                                "all_bound_within_s": "seconds from capacity appearing to all pods bound"},
+    "training.queue_fairness": {"min_jain_index": "lowest acceptable Jain's fairness index (0..1]",
+                                "max_share_deviation": "largest acceptable |measured - expected| share"},
+    "training.priority_preemption": {"admit_within_s": "seconds for a high-priority job to be admitted",
+                                     "max_count_mismatch": "API vs Prometheus preemption count difference"},
+    "training.failure_recovery": {"recover_within_s": "seconds from a pod failure to all pods running again"},
+    "training.queue_wait": {"p95_s": "95th percentile submission-to-admission seconds per queue",
+                            "metric_tolerance_s": "allowed harness vs scheduler-metric disagreement"},
+    "inference.cold_start": {"ready_within_s": "seconds from apply to all replicas Ready"},
+    "inference.elasticity": {"resize_within_s": "seconds to reach a new replica count"},
+    "inference.rollout": {"min_available_ratio": "lowest available/desired during a rollout",
+                          "canary_share_tolerance": "allowed |measured - intended| canary share"},
+    "inference.service_discovery": {"max_mismatched_steps": "steps where endpoints != Ready pods (0)"},
+    "inference.latency": {"p50_ms": "median latency", "p95_ms": "95th percentile latency",
+                          "p99_ms": "99th percentile latency", "max_error_rate": "failed / total requests",
+                          "min_throughput_rps": "requests per second served"},
+    "governance.quota": {"admit_within_s": "seconds for a within-quota job to be admitted"},
+    "governance.borrowing": {"reclaim_within_s": "seconds for the lender to get its quota back"},
+    "governance.isolation": {"max_allowed_cross_tenant": "cross-tenant actions allowed (0)"},
+    "governance.audit": {"min_attributed_ratio": "workloads whose submitter the audit log names"},
+    "governance.monitoring": {"max_staleness_s": "age of the newest sample of each required metric"},
+    "governance.cost": {"max_relative_difference": "API vs Prometheus GPU-hours, relative"},
+}
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    namespace: str
+    identity: str
+    weight: float
+    quota_gpus: int
+    queues: dict[str, str]
+
+
+@dataclass(frozen=True)
+class GpuSizes:
+    resource: str
+    per_node: int
+    job_sizes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    tenants: tuple[Tenant, ...]
+    gpu: GpuSizes
+    thresholds: dict[str, dict[str, float]]
+    timeouts: Timeouts
+    prometheus_url: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def threshold(self, criterion: str, name: str) -> float:
+        return self.thresholds[criterion][name]
+
+    def tenant(self, name: str) -> Tenant:
+        for tenant in self.tenants:
+            if tenant.name == name:
+                return tenant
+        raise ConfigError(f"profile {self.name}: no tenant named {name!r}")
+
+    def expected_shares(self) -> dict[str, float]:
+        total = sum(t.weight for t in self.tenants)
+        return {t.name: t.weight / total for t in self.tenants}
+
+
+class _Fields:
+    """Reads one mapping of the profile, naming the path of anything wrong."""
+
+    def __init__(self, data: Any, path: str, source: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: {path or 'the profile'} must be a mapping, got {type(data).__name__}")
+        self.data, self.path, self.source = data, path, source
+
+    def _where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def fail(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {self._where(key)}: {message}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise self.fail(key, "missing")
+            return default
+        value = self.data[key]
+        if kind in (int, float) or kind == (int, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise self.fail(key, f"must be a number, got {value!r}")
+            if kind is int and not isinstance(value, int):
+                raise self.fail(key, f"must be a whole number, got {value!r}")
+            return value
+        if not isinstance(value, kind):
+            wanted = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(key, f"must be a {wanted}, got {value!r}")
+        return value
+
+    def child(self, key: str) -> _Fields:
+        return _Fields(self.get(key, dict), self._where(key), self.source)
+
+    def only(self, allowed: tuple[str, ...] | list[str]) -> None:
+        unknown = sorted(set(self.data) - set(allowed))
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field; allowed: {', '.join(allowed)}")
+
+
+def _tenant(item: Any, index: int, source: str) -> Tenant:
+    f = _Fields(item, f"tenants[{index}]", source)
+    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "queues"))
+    weight = f.get("weight", (int, float))
+    if weight <= 0:
+        raise f.fail("weight", f"must be greater than 0, got {weight}")
+    quota = f.get("quota_gpus", int, 0)
+    if quota < 0:
+        raise f.fail("quota_gpus", f"must be 0 or more, got {quota}")
+    queues = f.child("queues") if "queues" in f.data else _Fields({}, f._where("queues"), source)
+    queues.only(BACKENDS)
+    return Tenant(name=f.get("name", str), namespace=f.get("namespace", str), identity=f.get("identity", str),
+                  weight=float(weight), quota_gpus=quota,
+                  queues={k: queues.get(k, str) for k in queues.data})
+
+
+def _thresholds(f: _Fields) -> dict[str, dict[str, float]]:
+    f.only(list(CRITERIA))
+    result = {}
+    for criterion, names in CRITERIA.items():
+        sub = f.child(criterion)
+        sub.only(list(names))
+        values = {}
+        for name, meaning in names.items():
+            value = sub.get(name, (int, float))
+            if value < 0:
+                raise sub.fail(name, f"must be 0 or more ({meaning}), got {value}")
+            values[name] = float(value)
+        result[criterion] = values
+    return result
+
+
+def _timeouts(f: _Fields) -> Timeouts:
+    f.only(OPERATIONS)
+    values = {}
+    for op in f.data:
+        value = f.get(op, (int, float))
+        if value <= 0:
+            raise f.fail(op, f"must be greater than 0 seconds, got {value}")
+        values[op] = float(value)
+    return Timeouts(**values)
+
+
+def parse_profile(data: Any, source: str) -> Profile:
+    f = _Fields(data, "", source)
+    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus"))
+    tenants_raw = f.get("tenants", list)
+    if not tenants_raw:
+        raise f.fail("tenants", "needs at least one tenant")
+    tenants = tuple(_tenant(item, i, source) for i, item in enumerate(tenants_raw))
+    names = [t.name for t in tenants]
+    if len(set(names)) != len(names):
+        raise f.fail("tenants", f"tenant names must be unique, got {names}")
+    gpu = f.child("gpu")
+    gpu.only(("resource", "per_node", "job_sizes"))
+    sizes = gpu.child("job_sizes")
+    job_sizes = {k: sizes.get(k, int) for k in sizes.data}
+    if any(v < 1 for v in job_sizes.values()):
+        raise sizes.fail(next(k for k, v in job_sizes.items() if v < 1), "must be at least 1 GPU")
+    prometheus = f.child("prometheus") if "prometheus" in f.data else _Fields({}, "prometheus", source)
+    prometheus.only(("url",))
+    timeouts = _timeouts(f.child("timeouts")) if "timeouts" in f.data else Timeouts()
+    return Profile(name=f.get("name", str), source=source, tenants=tenants,
+                   gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
+                   thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
+                   prometheus_url=prometheus.get("url", str, None))
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"profile {path}: cannot read it ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"profile {path}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+    return parse_profile(data, str(path))

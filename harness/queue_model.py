@@ -1,0 +1,53 @@
+"""`gpupoc setup`: the reference queue model from manifests/setup/, for the sim and for kind.
+
+On a staging cluster the cluster owns its queue model: the profile points at existing queues
+and nothing is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness import backends
+from harness.apply import apply_objects
+from harness.errors import ConfigError
+from harness.manifests import MANAGED_LABEL, MANAGER, render
+from harness.profile import Profile
+from harness.target import Target
+
+MODEL_LABEL = "gpupoc.io/queue-model"
+# backend -> the template of its queues (the default backend has none)
+QUEUE_TEMPLATES = {"kueue": "setup/kueue.yaml.j2", "volcano": "setup/volcano.yaml.j2", "kai": "setup/kai.yaml.j2"}
+
+
+def may_create_queue_model(target: Target) -> bool:
+    return target.kind == "sim" or target.context.startswith("kind-")
+
+
+def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
+    """Pure: the objects of the reference queue model for the backends present."""
+    labels = {MANAGED_LABEL: MANAGER, MODEL_LABEL: "reference"}
+    objects = render("setup/tenants.yaml.j2", tenants=profile.tenants, labels=labels)
+    objects += render("setup/priorityclasses.yaml.j2", labels=labels)
+    for name in present:
+        if name == "kueue":
+            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
+                              gpu_resource=profile.gpu.resource)
+        elif name in QUEUE_TEMPLATES:
+            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels)
+    return objects
+
+
+def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], None] = print) -> list[str]:
+    if not may_create_queue_model(target):
+        raise ConfigError(f"context {target.context} is not the sim or a kind cluster: on staging the cluster owns "
+                          "its queue model; point the profile's tenants[].queues at the existing queues instead")
+    available = backends.detect(target.api, tuple(QUEUE_TEMPLATES))
+    present = [name for name, reason in available.items() if reason is None]
+    for name, reason in available.items():
+        if reason:
+            say(f"  {name}: no queues created ({reason})")
+    applied = apply_objects(target.api, queue_model(profile, present))
+    say(f"queue model applied ({len(applied)} objects) for {', '.join(present) or 'no queueing backend'}")
+    return applied

@@ -1,0 +1,66 @@
+"""The cluster under test: the sim (default), a kubeconfig context (kind, staging), or in-cluster config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import urllib3
+from kubernetes import client, config as kube_config
+from kubernetes.config.config_exception import ConfigException
+
+from harness.config import RunConfig, in_cluster
+from harness.errors import ConfigError, HarnessError
+from harness.sim import cluster
+from harness.sim.config import SimConfig
+
+API_PROBE_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str           # sim | kubeconfig | in-cluster
+    context: str
+    api: client.ApiClient
+    prometheus_url: str | None
+    kubernetes_version: str
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+
+def _contexts(path: str) -> tuple[list[str], str | None]:
+    try:
+        contexts, current = kube_config.list_kube_config_contexts(config_file=path)
+    except (ConfigException, OSError) as exc:
+        raise ConfigError(f"kubeconfig {path}: cannot read it ({exc})") from exc
+    return [c["name"] for c in contexts], (current or {}).get("name")
+
+
+def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient]:
+    if cfg.kubeconfig is not None:
+        names, current = _contexts(str(cfg.kubeconfig))
+        context = cfg.context or current
+        if context not in names:
+            raise ConfigError(f"context {context!r} is not in kubeconfig {cfg.kubeconfig}; "
+                              f"its contexts: {', '.join(names) or 'none'}")
+        return "kubeconfig", str(context), kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
+    if in_cluster():
+        kube_config.load_incluster_config()
+        return "in-cluster", "in-cluster", client.ApiClient()
+    if not cluster.is_up():
+        cluster.up(SimConfig())
+    return "sim", "gpupoc-sim", cluster.api_client()
+
+
+def connect(cfg: RunConfig) -> Target:
+    """Connect and check the API server answers; a clear error when it does not."""
+    kind, context, api = _api_for(cfg)
+    try:
+        version = client.VersionApi(api).get_code(_request_timeout=API_PROBE_TIMEOUT_S).git_version
+    except (urllib3.exceptions.HTTPError, OSError, client.ApiException) as exc:
+        raise HarnessError(f"API server {api.configuration.host} (context {context}) is unreachable: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
+                           "check that the cluster is running and the kubeconfig points at it") from exc
+    prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (cluster.prometheus_url() if kind == "sim" else None)
+    return Target(kind, context, api, prometheus, str(version))

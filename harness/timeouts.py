@@ -1,0 +1,19 @@
+"""Timeouts per operation, in one place; a profile may override any of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPERATIONS = ("apply", "admit", "run", "complete", "delete", "cleanup", "scale", "metric")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    apply: float = 30.0      # an object is accepted by the API server
+    admit: float = 120.0     # a workload is admitted / its pods bound
+    run: float = 120.0       # admitted pods are Running
+    complete: float = 300.0  # a job finishes
+    delete: float = 60.0     # an object is gone
+    cleanup: float = 120.0   # a test's namespace is gone
+    scale: float = 120.0     # a Deployment reaches a new size
+    metric: float = 60.0     # a series appears in Prometheus

@@ -1,0 +1,110 @@
+"""One watch per resource kind per test: records timelines, and answers waits from what it saw.
+
+A Tracker owns a background watch over one kind in one namespace (narrowed by a label
+selector). It keeps the latest state of every object and the transitions into a Timeline;
+`wait_until` evaluates a pure predicate over all objects whenever an event arrives, with a
+timeout, an early-failure predicate and a message naming what was missing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from harness.errors import HarnessError, WaitTimeout
+from harness.timeline import Timeline, Transition
+from harness.wait import RELIST, SYNCED, WaitFailed, events
+
+Objects = dict[str, dict[str, Any]]
+FOREVER_S = 7 * 24 * 3600.0
+STOP_TIMEOUT_S = 10.0
+
+
+def describe_phase(obj: dict[str, Any]) -> str:
+    return str((obj.get("status") or {}).get("phase", "?"))
+
+
+class Tracker:
+    def __init__(self, api: client.ApiClient, api_version: str, kind: str, namespace: str | None = None,
+                 label_selector: str | None = None, describe: Callable[[dict[str, Any]], str] = describe_phase,
+                 server_time: Callable[[dict[str, Any]], datetime | None] = lambda _: None,
+                 timeline: Timeline | None = None) -> None:
+        self.kind = kind
+        self._resource = DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+        self._kwargs = {k: v for k, v in (("namespace", namespace), ("label_selector", label_selector)) if v}
+        self._describe, self._server_time = describe, server_time
+        self.timeline = timeline if timeline is not None else Timeline()
+        self.objects: Objects = {}
+        self.synced = False
+        self.error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"tracker-{kind}", daemon=True)
+        self._listeners: list[Callable[[str, dict[str, Any]], None]] = []
+
+    def start(self) -> Tracker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(STOP_TIMEOUT_S)
+
+    def on_event(self, listener: Callable[[str, dict[str, Any]], None]) -> None:
+        """Call `listener(event_type, object)` for every event: for checks that must hold at every moment."""
+        self._listeners.append(listener)
+
+    def _record(self, event: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if event == "DELETED":
+            self.objects.pop(name, None)
+        else:
+            self.objects[name] = obj
+        self.timeline.add(Transition(self.kind, name, "deleted" if event == "DELETED" else self._describe(obj),
+                                     time.time(), event, self._server_time(obj)))
+        for listener in self._listeners:
+            listener(event, obj)
+
+    def _run(self) -> None:
+        try:
+            for event, obj in events(self._resource.get, time.monotonic() + FOREVER_S, self._stop, **self._kwargs):
+                with self._changed:
+                    if event == RELIST:
+                        self.objects.clear()
+                    elif event == SYNCED:
+                        self.synced = True
+                    else:
+                        self._record(event, obj.to_dict())
+                    self._changed.notify_all()
+        except BaseException as exc:  # surfaced to the waiter: the watch itself broke
+            with self._changed:
+                self.error = exc
+                self._changed.notify_all()
+
+    def wait_until(self, what: str, done: Callable[[Objects], bool], timeout_s: float,
+                   failed: Callable[[Objects], str | None] = lambda _: None,
+                   describe: Callable[[Objects], str] | None = None) -> Objects:
+        """Block until `done(objects)`; WaitFailed when `failed` says why it never will; WaitTimeout after timeout."""
+        summary = describe or (lambda objs: ", ".join(f"{n}={self._describe(o)}" for n, o in sorted(objs.items()))
+                               or "no objects")
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                if self.error is not None:
+                    raise HarnessError(f"{what}: the watch on {self.kind} broke: {self.error}") from self.error
+                if self.synced:
+                    if done(self.objects):
+                        return dict(self.objects)
+                    reason = failed(self.objects)
+                    if reason:
+                        raise WaitFailed(f"{what}: {reason}; last: {summary(self.objects)}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {summary(self.objects)}")
+                self._changed.wait(remaining)
