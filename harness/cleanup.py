@@ -11,12 +11,15 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from harness.errors import WaitTimeout
-from harness.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL, TEST_LABEL, test_label_value
+from harness.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL, TEST_LABEL, label_value_for_test
 from harness.wait import wait_gone
 
 # Cluster-scoped kinds suites may create (queues, priority classes), swept by label.
 CLUSTER_SCOPED = (("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
                   ("scheduling.volcano.sh/v1beta1", "Queue"), ("scheduling.k8s.io/v1", "PriorityClass"))
+# Workloads suites create in the tenants' own namespaces (the queue model's), swept by label.
+NAMESPACED = (("batch/v1", "Job"), ("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob"),
+              ("ray.io/v1", "RayCluster"), ("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "Pod"))
 HTTP_NOT_FOUND = 404
 
 
@@ -30,7 +33,7 @@ class Leftovers:
 def new_namespace(core: client.CoreV1Api, run_id: str, test: str, prefix: str = "t") -> str:
     name = f"{prefix}-{run_id}-{uuid.uuid4().hex[:5]}"[:63]
     core.create_namespace({"metadata": {"name": name, "labels": {
-        RUN_LABEL: run_id, TEST_LABEL: test_label_value(test), MANAGED_LABEL: MANAGER}}})
+        RUN_LABEL: run_id, TEST_LABEL: label_value_for_test(test), MANAGED_LABEL: MANAGER}}})
     return name
 
 
@@ -58,14 +61,17 @@ def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
     core = client.CoreV1Api(api)
     namespaces = [n.metadata.name for n in core.list_namespace(label_selector=selector).items]
     dynamic = DynamicClient(api)
-    for api_version, kind in CLUSTER_SCOPED:
+    for api_version, kind in NAMESPACED + CLUSTER_SCOPED:
         try:
             resource = dynamic.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:
             continue
         for item in resource.get(label_selector=selector).items:
-            resource.delete(name=item.metadata.name)
-            say(f"deleted {kind}/{item.metadata.name}")
+            namespace = item.metadata.namespace
+            if namespace in namespaces:
+                continue  # goes with its namespace
+            resource.delete(name=item.metadata.name, namespace=namespace, propagation_policy="Background")
+            say(f"deleted {kind} {namespace + '/' if namespace else ''}{item.metadata.name}")
     for name in namespaces:
         core.delete_namespace(name, propagation_policy="Background")
         say(f"deleting namespace {name}")

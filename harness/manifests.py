@@ -40,7 +40,7 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
     return frames[-1].lineno if frames else None
 
 
-def render(name: str, **params: Any) -> list[dict[str, Any]]:
+def render(name: str, /, **params: Any) -> list[dict[str, Any]]:
     """Render manifests/`name` with exactly the parameters it uses; return its YAML documents."""
     path = MANIFESTS / name
     where = f"manifests/{name}"
@@ -77,16 +77,30 @@ def labelled(objects: list[dict[str, Any]], run_id: str, test: str = "") -> list
     """Mark objects (and their pod templates) as gpupoc's: only labelled objects are ever changed or deleted."""
     marks = {RUN_LABEL: run_id, MANAGED_LABEL: MANAGER}
     if test:
-        marks[TEST_LABEL] = test_label_value(test)
+        marks[TEST_LABEL] = label_value_for_test(test)
     for obj in objects:
         obj.setdefault("metadata", {}).setdefault("labels", {}).update(marks)
-        template = (obj.get("spec") or {}).get("template")
-        if isinstance(template, dict):
+        for template in pod_templates(obj.get("spec")):
             template.setdefault("metadata", {}).setdefault("labels", {}).update(marks)
     return objects
 
 
-def test_label_value(test: str) -> str:
+def pod_templates(node: Any) -> list[dict[str, Any]]:
+    """Every pod template inside a spec: Job/Deployment `template`, Volcano `tasks[].template`, Ray groups."""
+    found: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "template" and isinstance(value, dict) and "containers" in (value.get("spec") or {}):
+                found.append(value)
+            else:
+                found += pod_templates(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += pod_templates(item)
+    return found
+
+
+def label_value_for_test(test: str) -> str:
     """A test's node id as a valid label value (63 characters, alphanumerics, '-', '_', '.')."""
     value = re.sub(r"[^A-Za-z0-9_.-]+", "-", test)[-63:].strip("-_.")
     return value or "test"

@@ -21,11 +21,20 @@ from harness.errors import ConfigError, CriterionViolation, HarnessError
 from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.safety import destructive_refusal
+from harness.queue_model import apply_queue_model, may_create_queue_model
 from harness.target import Target, connect
+from harness.workloads import Workloads
 
 CONFIG_KEY = pytest.StashKey[RunConfig]()
 TARGET_KEY = pytest.StashKey[Target]()
 SWEEP_TIMEOUT_S = 30.0
+
+
+def apply_queue_model_if_allowed(target: Target, profile: Profile) -> bool:
+    if not may_create_queue_model(target):
+        return False
+    apply_queue_model(target, profile, say=lambda _: None)
+    return True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -112,6 +121,23 @@ def backend(request: pytest.FixtureRequest, api: client.ApiClient) -> Backend:
     if reason:
         pytest.skip(reason)
     return backend_registry.ALL[name]
+
+
+@pytest.fixture(scope="session")
+def queue_model(target: Target, profile: Profile) -> Profile:
+    """The tenants' queues exist: applied from manifests/setup/ on the sim and kind, the cluster's own elsewhere."""
+    apply_queue_model_if_allowed(target, profile)
+    return profile
+
+
+@pytest.fixture()
+def workloads(api: client.ApiClient, backend: Backend, gpupoc_config: RunConfig, queue_model: Profile,
+              request: pytest.FixtureRequest) -> Iterator[Workloads]:
+    """Submit jobs through this test's backend; what it created is deleted at teardown, leftovers reported."""
+    tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete)
+    yield tracked
+    for line in tracked.close():
+        request.node.user_properties.append(("leftover", line))
 
 
 @pytest.fixture()

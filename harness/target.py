@@ -44,7 +44,10 @@ def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient]:
         if context not in names:
             raise ConfigError(f"context {context!r} is not in kubeconfig {cfg.kubeconfig}; "
                               f"its contexts: {', '.join(names) or 'none'}")
-        return "kubeconfig", str(context), kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
+        try:
+            return "kubeconfig", str(context), kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
+        except ConfigException as exc:
+            raise ConfigError(f"kubeconfig {cfg.kubeconfig}, context {context}: {exc}") from exc
     if in_cluster():
         kube_config.load_incluster_config()
         return "in-cluster", "in-cluster", client.ApiClient()

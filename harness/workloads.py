@@ -1,0 +1,108 @@
+"""Submitting abstract jobs through a backend, tracking them, and removing them after the test.
+
+Suites submit into the tenants' namespaces (the queue model's); everything is labelled with the
+run and the test, so teardown deletes exactly what this test created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from harness.apply import apply_objects
+from harness.backends import Backend, GangJob, JobStatus
+from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
+from harness.timeline import Timeline
+from harness.tracker import Tracker
+from harness.errors import WaitTimeout
+from harness.wait import wait_gone
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """Pure: 'pending', 'bound', 'running', 'succeeded', 'failed' of a Pod dict."""
+    status = pod.get("status") or {}
+    phase = status.get("phase", "Pending")
+    if phase == "Pending":
+        return "bound" if (pod.get("spec") or {}).get("nodeName") else "pending"
+    return str(phase).lower()
+
+
+@dataclass
+class Workloads:
+    api: client.ApiClient
+    backend: Backend
+    run_id: str
+    test: str
+    delete_timeout_s: float
+    timeline: Timeline = field(default_factory=Timeline)
+    _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
+    _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
+
+    @property
+    def selector(self) -> str:
+        return f"{RUN_LABEL}={self.run_id},{TEST_LABEL}={label_value_for_test(self.test)}"
+
+    def jobs(self, namespace: str) -> Tracker:
+        """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""
+        api_version, kind = self.backend.tracked_kind()
+        return self._tracker(namespace, api_version, kind, lambda o: self.backend.status(o).state,
+                             lambda o: self.backend.status(o).admitted_at)
+
+    def pods(self, namespace: str) -> Tracker:
+        return self._tracker(namespace, "v1", "Pod", pod_state, lambda _: None)
+
+    def _tracker(self, namespace: str, api_version: str, kind: str, describe: Callable[[dict[str, Any]], str],
+                 server_time: Callable[[dict[str, Any]], Any]) -> Tracker:
+        key = (namespace, kind)
+        if key not in self._trackers:
+            # Workloads of Kueue carry no test label of ours: track the namespace, filter by owner when reading.
+            selector = None if kind == "Workload" else self.selector
+            self._trackers[key] = Tracker(self.api, api_version, kind, namespace=namespace, label_selector=selector,
+                                          describe=describe, server_time=server_time,
+                                          timeline=self.timeline).start()
+        return self._trackers[key]
+
+    def submit(self, job: GangJob) -> list[str]:
+        """Apply the job's manifests (labelled), with its namespace's job and pod watches already running."""
+        namespace = job.tenant.namespace
+        self.jobs(namespace)
+        self.pods(namespace)
+        manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
+        self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
+        return apply_objects(self.api, manifests)
+
+    def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
+        obj = job_object(job, objects)
+        return self.backend.status(obj) if obj is not None else None
+
+    def close(self) -> list[str]:
+        """Stop the watches, delete what this test created, wait until gone; return what stayed."""
+        for tracker in self._trackers.values():
+            tracker.stop()
+        leftovers = []
+        dynamic = DynamicClient(self.api)
+        for namespace, api_version, kind in sorted(self._submitted):
+            dynamic.resources.get(api_version=api_version, kind=kind).delete(
+                namespace=namespace, label_selector=self.selector, propagation_policy="Background")
+        for namespace in sorted({ns for ns, _, _ in self._submitted}):
+            try:
+                wait_gone(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
+                          timeout_s=self.delete_timeout_s, namespace=namespace, label_selector=self.selector)
+            except WaitTimeout as exc:  # reported in the record, never silently ignored
+                leftovers.append(str(exc))
+        return leftovers
+
+
+def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The tracked object of `job`: by name, or (Kueue Workloads) by the name of its owner."""
+    if job.name in objects:
+        return objects[job.name]
+    for obj in objects.values():
+        owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+        if any(o.get("name") == job.name for o in owners):
+            return obj
+    return None

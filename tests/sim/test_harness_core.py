@@ -1,0 +1,159 @@
+"""The harness core against the sim: detection, submit and track per backend, inventory, Prometheus, cleanup."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from harness import backends
+from harness.backends import Backend, GangJob
+from harness.profile import Profile
+from harness.prometheus import Prometheus
+from harness.sim.paths import REPO_ROOT
+from harness.target import Target
+from harness.workloads import Workloads, job_object
+
+# What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
+FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succeeded", "kuberay": "running",
+                "kai": "succeeded"}
+
+
+def test_detection_finds_the_sim_stack_and_says_why_kai_is_absent(sim_api: client.ApiClient) -> None:
+    found = backends.detect(sim_api, ("volcano", "kueue", "kuberay", "kai", "default"))
+    assert {name for name, reason in found.items() if reason is None} == {"volcano", "kueue", "kuberay", "default"}
+    assert "Queue (scheduling.run.ai) is not served" in str(found["kai"])
+    assert "drop it from --backends" in str(found["kai"])
+
+
+def test_a_gang_is_submitted_tracked_and_finishes(backend: Backend, workloads: Workloads,
+                                                  queue_model: Profile) -> None:
+    tenant = queue_model.tenant("team-a")
+    job = GangJob(f"core-{backend.name}", tenant, pods=2, gpus_per_pod=1, run_for_s=2)
+    workloads.submit(job)
+    final = FINAL_ON_SIM[backend.name]
+    jobs = workloads.jobs(tenant.namespace)
+    done = jobs.wait_until(f"{backend.name} job {job.name} {final}",
+                           lambda objs: (s := workloads.status_of(job, objs)) is not None and s.state == final,
+                           timeout_s=queue_model.timeouts.complete,
+                           failed=lambda objs: "failed" if (s := workloads.status_of(job, objs)) and
+                           s.state == "failed" else None)
+    obj = job_object(job, done)
+    assert obj is not None and backend.status(obj).submitted_at is not None
+    states = [t.state for t in workloads.timeline.transitions if t.kind == jobs.kind]
+    assert states[-1] == final
+    pods_seen = {t.name for t in workloads.timeline.transitions if t.kind == "Pod"}
+    assert len(pods_seen) >= 2, workloads.timeline.as_rows()
+
+
+def test_inventory_command_shows_the_gpus(sim_api: client.ApiClient) -> None:
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "inventory"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "NVIDIA-H100-80GB-HBM3" in result.stdout and "550.90.07" in result.stdout
+    assert "GPU node(s)" in result.stdout
+
+
+def test_prometheus_answers_histogram_quantiles(prometheus: Prometheus) -> None:
+    samples = prometheus.histogram_quantile(0.95, "apiserver_request_duration_seconds", by=("verb",))
+    assert any(s.labels.get("verb") == "LIST" for s in samples)
+
+
+def run_pytest(tmp_path: Path, body: str, *options: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    test_file = tmp_path / "test_probe.py"
+    test_file.write_text(body)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-rA", "-p",
+                           "no:cacheprovider", str(test_file), *options], capture_output=True, text=True,
+                          timeout=timeout, cwd=tmp_path)
+
+
+def test_unreachable_prometheus_makes_only_its_tests_error(tmp_path: Path) -> None:
+    result = run_pytest(tmp_path, "def test_needs_prometheus(prometheus):\n    pass\n"
+                                  "def test_needs_only_the_api(api):\n    pass\n",
+                        "--prometheus-url=http://127.0.0.1:9")
+    assert result.returncode == 1
+    assert "1 passed, 1 error" in result.stdout, result.stdout
+    assert "Prometheus at http://127.0.0.1:9 did not answer" in result.stdout
+
+
+def test_malformed_profile_stops_the_run_before_any_test(tmp_path: Path) -> None:
+    profile = tmp_path / "bad.yaml"
+    profile.write_text((REPO_ROOT / "profiles" / "sim.yaml").read_text().replace("weight: 1", "weight: -1", 1))
+    result = run_pytest(tmp_path, "def test_x():\n    pass\n", f"--profile={profile}")
+    assert result.returncode == 4
+    assert "tenants[0].weight: must be greater than 0" in result.stderr
+
+
+def test_bad_targets_fail_clearly_and_leave_nothing(tmp_path: Path, target: Target) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+current-context: nowhere
+clusters: [{{name: nowhere, cluster: {{server: "https://127.0.0.1:9"}}}}]
+users: [{{name: u, user: {{token: not-a-real-token}}}}]
+contexts: [{{name: nowhere, context: {{cluster: nowhere, user: u}}}}]
+""")
+    unreachable = subprocess.run([sys.executable, "-m", "harness.cli", "inventory", f"--kubeconfig={kubeconfig}"],
+                                 capture_output=True, text=True, timeout=120)
+    assert unreachable.returncode == 1
+    assert "API server https://127.0.0.1:9 (context nowhere) is unreachable" in unreachable.stderr
+    assert "not-a-real-token" not in unreachable.stderr + unreachable.stdout
+    no_context = subprocess.run([sys.executable, "-m", "harness.cli", "inventory", f"--kubeconfig={kubeconfig}",
+                                 "--context=staging-9"], capture_output=True, text=True, timeout=120)
+    assert no_context.returncode == 2
+    assert "context 'staging-9' is not in kubeconfig" in no_context.stderr and "nowhere" in no_context.stderr
+
+
+def test_destructive_steps_are_refused_on_a_context_not_allowed(tmp_path: Path, target: Target) -> None:
+    """The sim under another context name stands in for a staging cluster."""
+    from harness.sim import cluster
+    staging = tmp_path / "staging.kubeconfig"
+    config = yaml.safe_load(cluster.layout().kubeconfig.read_text())
+    config["contexts"][0]["name"] = config["current-context"] = "staging-1"
+    staging.write_text(yaml.safe_dump(config))
+    body = "def test_fail_a_pod(destructive):\n    destructive('fail a pod')\n"
+    refused = run_pytest(tmp_path, body, f"--kubeconfig={staging}")
+    assert "1 skipped" in refused.stdout and "--allow-destructive staging-1" in refused.stdout, refused.stdout
+    allowed = run_pytest(tmp_path, body, f"--kubeconfig={staging}", "--allow-destructive=staging-1")
+    assert "1 passed" in allowed.stdout, allowed.stdout
+
+
+def test_interrupted_run_still_cleans_up(tmp_path: Path, sim_api: client.ApiClient) -> None:
+    import signal
+    import time
+    body = ("import time\n"
+            "def test_slow(namespace):\n"
+            "    open('ready', 'w').write(namespace)\n"
+            "    time.sleep(120)\n")
+    (tmp_path / "test_probe.py").write_text(body)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-p", "no:cacheprovider",
+                             "--run-id=ctrlc-test", "test_probe.py"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    namespace = (tmp_path / "ready").read_text()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    core = client.CoreV1Api(sim_api)
+    left = core.list_namespace(label_selector="gpupoc.io/run-id=ctrlc-test").items
+    assert [n.metadata.name for n in left if n.status.phase != "Terminating"] == [], namespace
+
+
+def test_clean_sweeps_what_a_run_left(sim_api: client.ApiClient, queue_model: Profile) -> None:
+    from harness.apply import apply_objects
+    from harness.manifests import labelled
+    tenant = queue_model.tenant("team-b")
+    apply_objects(sim_api, labelled(backends.ALL["default"].manifests(
+        GangJob("left-behind", tenant, 1, 1, run_for_s=600)), "sweep-test"))
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "clean", "--run-id=sweep-test"],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"deleted Job {tenant.namespace}/left-behind" in result.stdout
+    batch = client.BatchV1Api(sim_api)
+    assert batch.list_namespaced_job(tenant.namespace, label_selector="gpupoc.io/run-id=sweep-test").items == []
+    assert client.CoreV1Api(sim_api).list_namespace(label_selector="kubernetes.io/metadata.name=poc-team-b").items

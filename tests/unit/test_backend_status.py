@@ -1,0 +1,87 @@
+"""Pure state readers of every backend, on objects recorded from the sim (tests/fixtures/record.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import backends
+from harness.backends.base import GangJob
+from harness.profile import load_profile
+from harness.sim.paths import REPO_ROOT
+
+RECORDED = Path(__file__).parents[1] / "fixtures" / "recorded"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((RECORDED / f"{name}.yaml").read_text())
+    return data
+
+
+@pytest.mark.parametrize("backend_name, state", [
+    ("default", "running"), ("default", "succeeded"),
+    ("kueue", "queued"), ("kueue", "running"), ("kueue", "succeeded"),
+    ("volcano", "queued"), ("volcano", "running"), ("volcano", "succeeded"),
+    ("kuberay", "queued"), ("kuberay", "running"),
+])
+def test_recorded_object_reads_as_its_state(backend_name: str, state: str) -> None:
+    status = backends.ALL[backend_name].status(recorded(f"{backend_name}-{state}"))
+    assert status.state == state
+    assert status.submitted_at is not None
+
+
+def test_kueue_queued_says_why_and_admission_time_comes_from_the_server() -> None:
+    queued = backends.ALL["kueue"].status(recorded("kueue-queued"))
+    assert "nvidia.com/gpu" in queued.reason
+    running = backends.ALL["kueue"].status(recorded("kueue-running"))
+    assert running.admitted_at is not None and running.submitted_at is not None
+    assert running.admitted_at >= running.submitted_at
+
+
+def test_kueue_preempted_workload_reads_as_preempted() -> None:
+    obj = recorded("kueue-running")
+    obj["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": "2026-01-01T00:00:05Z"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "lastTransitionTime": "2026-01-01T00:00:05Z"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate a workload",
+         "lastTransitionTime": "2026-01-01T00:00:05Z"}]
+    status = backends.ALL["kueue"].status(obj)
+    assert status.state == "preempted" and "Preempted" in status.reason
+
+
+def test_volcano_aborted_job_reads_as_failed_with_its_phase() -> None:
+    obj = recorded("volcano-running")
+    obj["status"]["state"] = {"phase": "Aborted", "reason": "PodFailed", "lastTransitionTime": "2026-01-01T00:00:05Z"}
+    status = backends.ALL["volcano"].status(obj)
+    assert status.state == "failed" and status.reason.startswith("Aborted")
+
+
+@pytest.fixture(scope="module")
+def team() -> Any:
+    return load_profile(REPO_ROOT / "profiles" / "sim.yaml").tenant("team-a")
+
+
+def test_manifests_put_the_gang_in_the_tenants_queue(team: Any) -> None:
+    job = GangJob("g", team, pods=4, gpus_per_pod=8, priority_class="gpupoc-high", max_retries=2)
+    [volcano] = backends.ALL["volcano"].manifests(job)
+    assert (volcano["spec"]["minAvailable"], volcano["spec"]["queue"], volcano["spec"]["schedulerName"]) == \
+        (4, "team-a", "volcano")
+    assert volcano["spec"]["priorityClassName"] == "gpupoc-high"
+    assert {"event": "PodFailed", "action": "RestartJob"} in volcano["spec"]["policies"]
+    [kueue] = backends.ALL["kueue"].manifests(job)
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert (kueue["spec"]["parallelism"], kueue["spec"]["completions"], kueue["spec"]["backoffLimit"]) == (4, 4, 2)
+    [default] = backends.ALL["default"].manifests(job)
+    assert "kueue.x-k8s.io/queue-name" not in default["metadata"]["labels"]
+    [ray] = backends.ALL["kuberay"].manifests(job)
+    assert ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 3
+    [kai] = backends.ALL["kai"].manifests(job)
+    assert kai["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+
+
+def test_no_recovery_policy_aborts_the_volcano_job(team: Any) -> None:
+    [volcano] = backends.ALL["volcano"].manifests(GangJob("g", team, 2, 1, restart_on_failure=False))
+    assert {"event": "PodFailed", "action": "AbortJob"} in volcano["spec"]["policies"]

@@ -1,0 +1,139 @@
+"""Pure parts of the harness core: templates, labels, timelines, configuration, inventory, safety."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from harness.config import resolve
+from harness.errors import ConfigError
+from harness.inventory import cross_check, dcgm_gpus, gpu_inventory, parse_nvidia_smi, provider_of
+from harness.manifests import is_ours, labelled, render, label_value_for_test
+from harness.profile import load_profile
+from harness.queue_model import queue_model
+from harness.safety import NotAllowed, destructive_refusal, require_ours
+from harness.sim.config import GpuSpec
+from harness.sim.nodes import node_manifest
+from harness.sim.paths import REPO_ROOT
+from harness.timeline import Timeline, Transition, percentile, seconds_between
+
+
+@dataclass
+class FakeTenant:
+    name: str
+
+
+def test_template_renders_with_exactly_its_parameters() -> None:
+    [cm] = render("testdata/configmap.yaml.j2", name="x", tenant=FakeTenant("team-a"), size=4)
+    assert cm["data"] == {"owner": "team-a", "size": "4"}
+
+
+def test_template_syntax_error_names_file_and_line() -> None:
+    with pytest.raises(ConfigError, match=r"manifests/testdata/broken-syntax.yaml.j2:6: template error"):
+        render("testdata/broken-syntax.yaml.j2", name="x")
+
+
+def test_missing_parameter_names_file_and_line() -> None:
+    with pytest.raises(ConfigError, match=r"configmap.yaml.j2:7: missing parameter 'size'"):
+        render("testdata/configmap.yaml.j2", name="x", tenant=FakeTenant("a"))
+
+
+def test_unknown_parameter_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"configmap.yaml.j2: unknown parameter 'sise'"):
+        render("testdata/configmap.yaml.j2", name="x", tenant=FakeTenant("a"), size=1, sise=2)
+
+
+def test_undefined_attribute_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"configmap.yaml.j2:6: .*has no attribute 'name'"):
+        render("testdata/configmap.yaml.j2", name="x", tenant=object(), size=1)
+
+
+def test_labelled_marks_objects_and_pod_templates() -> None:
+    [job] = labelled([{"kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {"containers": []}}}}], "r1",
+                     "suites/training/test_x.py::test_gang[volcano]")
+    assert is_ours(job)
+    assert job["spec"]["template"]["metadata"]["labels"]["gpupoc.io/run-id"] == "r1"
+    assert label_value_for_test("a/b.py::t[x y]") == "a-b.py-t-x-y"
+    assert not is_ours({"metadata": {"labels": {"app": "x"}}})
+
+
+def transition(state: str, seen: float, server: int | None = None) -> Transition:
+    stamp = datetime(2026, 1, 1, 0, 0, server, tzinfo=timezone.utc) if server is not None else None
+    return Transition("Job", "j", state, seen, server_time=stamp)
+
+
+def test_timeline_keeps_transitions_not_repeats_and_prefers_server_time() -> None:
+    timeline = Timeline()
+    for t in (transition("queued", 10.0, 0), transition("queued", 10.5, 0), transition("running", 13.0, 2)):
+        timeline.add(t)
+    assert [t.state for t in timeline.of("Job", "j")] == ["queued", "running"]
+    assert seconds_between(timeline.first("Job", "j", "queued"), timeline.first("Job", "j", "running")) == 2.0
+    assert seconds_between(transition("a", 1.0), transition("b", 4.5)) == 3.5
+    assert seconds_between(None, transition("b", 1.0)) is None
+
+
+def test_percentile_interpolates() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5], 95) == 5
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_options_override_environment_and_validate(tmp_path: Path) -> None:
+    env = {"GPUPOC_BACKENDS": "volcano,kueue", "GPUPOC_RUN_ID": "nightly-1"}
+    cfg = resolve({}, env)
+    assert cfg.backends == ("volcano", "kueue") and cfg.run_id == "nightly-1" and cfg.targets_sim
+    assert resolve({"backends": "default"}, env).backends == ("default",)
+    with pytest.raises(ConfigError, match="--backends: unknown slurm"):
+        resolve({"backends": "slurm"}, {})
+    with pytest.raises(ConfigError, match="--kubeconfig .*: no such file"):
+        resolve({"kubeconfig": str(tmp_path / "nope")}, {})
+    with pytest.raises(ConfigError, match="--run-id"):
+        resolve({"run_id": "a b"}, {})
+
+
+def test_inventory_provider_dcgm_and_nvidia_smi() -> None:
+    node = node_manifest("gpu-node-0", GpuSpec())
+    assert provider_of(node) == "gpupoc sim"
+    assert provider_of({"spec": {"providerID": "aws:///us-east-1a/i-0abc"}}) == "AWS"
+    inventory = gpu_inventory([node])
+    agree = dcgm_gpus([{"Hostname": "gpu-node-0", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3",
+                        "DCGM_FI_DRIVER_VERSION": "550.90.07"}])
+    assert cross_check(inventory, agree) == []
+    differ = dcgm_gpus([{"Hostname": "gpu-node-0", "gpu": "1", "modelName": "NVIDIA A100-SXM4-80GB",
+                         "DCGM_FI_DRIVER_VERSION": "535.1.1"}])
+    assert len(cross_check(inventory, differ)) == 2
+    csv = "name, driver_version, memory.total [MiB]\nNVIDIA H100 80GB HBM3, 550.90.07, 81559 MiB\n"
+    assert parse_nvidia_smi(csv) == [("NVIDIA H100 80GB HBM3", "550.90.07", "81559 MiB")]
+
+
+def test_destructive_steps_need_the_sim_or_an_allowed_context() -> None:
+    assert destructive_refusal("sim", "gpupoc-sim", (), "fail a pod") is None
+    assert destructive_refusal("kubeconfig", "staging-1", ("staging-1",), "fail a pod") is None
+    reason = destructive_refusal("kubeconfig", "staging-1", (), "fail a pod")
+    assert reason is not None and "--allow-destructive staging-1" in reason
+    with pytest.raises(NotAllowed, match="not created by gpupoc"):
+        require_ours({"kind": "Pod", "metadata": {"name": "theirs", "namespace": "prod"}}, "fail a pod")
+
+
+def test_queue_model_has_tenants_priorities_and_queues_of_present_backends() -> None:
+    profile = load_profile(REPO_ROOT / "profiles" / "sim.yaml")
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in queue_model(profile, ["kueue"])]
+    assert ("ClusterQueue", "team-a") in kinds and ("LocalQueue", "team-b") in kinds
+    assert ("PriorityClass", "gpupoc-high") in kinds and ("Namespace", "poc-team-a") in kinds
+    assert not any(kind == "Queue" for kind, _ in kinds)
+
+
+def test_labelled_reaches_volcano_tasks_and_ray_groups() -> None:
+    from harness.backends import ALL, GangJob
+    team = load_profile(REPO_ROOT / "profiles" / "sim.yaml").tenant("team-a")
+    job = GangJob("g", team, 3, 1)
+    [volcano] = labelled(ALL["volcano"].manifests(job), "r1")
+    assert volcano["spec"]["tasks"][0]["template"]["metadata"]["labels"]["gpupoc.io/run-id"] == "r1"
+    [ray] = labelled(ALL["kuberay"].manifests(job), "r1")
+    cluster = ray["spec"]["rayClusterSpec"]
+    assert cluster["headGroupSpec"]["template"]["metadata"]["labels"]["gpupoc.io/run-id"] == "r1"
+    assert cluster["workerGroupSpecs"][0]["template"]["metadata"]["labels"]["gpupoc.io/run-id"] == "r1"
