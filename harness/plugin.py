@@ -18,6 +18,7 @@ from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
 from harness.errors import ConfigError, CriterionViolation, HarnessError
+from harness.record.evidence import Evidence
 from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.safety import destructive_refusal
@@ -138,6 +139,21 @@ def workloads(api: client.ApiClient, backend: Backend, gpupoc_config: RunConfig,
     yield tracked
     for line in tracked.close():
         request.node.user_properties.append(("leftover", line))
+
+
+EVIDENCE_KEY = pytest.StashKey[list[Evidence]]()
+
+
+@pytest.fixture()
+def evidence(request: pytest.FixtureRequest) -> Callable[[str, str], Evidence]:
+    """evidence(criterion, statement) -> the Evidence this test fills; it goes into the record."""
+    backend_name = getattr(getattr(request.node, "callspec", None), "params", {}).get("backend", "-")
+
+    def start(criterion: str, statement: str) -> Evidence:
+        found = Evidence(criterion, str(backend_name), statement)
+        request.node.stash.setdefault(EVIDENCE_KEY, []).append(found)
+        return found
+    return start
 
 
 @pytest.fixture()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATIONS = ("apply", "admit", "run", "complete", "delete", "cleanup", "scale", "metric")
+OPERATIONS = ("apply", "admit", "run", "complete", "delete", "cleanup", "scale", "metric", "observe")
 
 
 @dataclass(frozen=True)
@@ -17,3 +17,4 @@ class Timeouts:
     cleanup: float = 120.0   # a test's namespace is gone
     scale: float = 120.0     # a Deployment reaches a new size
     metric: float = 60.0     # a series appears in Prometheus
+    observe: float = 10.0    # how long a blocked state is watched to show it holds

@@ -87,6 +87,15 @@ class Tracker:
                 self.error = exc
                 self._changed.notify_all()
 
+    def hold(self, seconds: float) -> None:
+        """Let events flow for `seconds` (listeners keep checking), failing only if the watch breaks."""
+        deadline = time.monotonic() + seconds
+        with self._changed:
+            while (remaining := deadline - time.monotonic()) > 0:
+                if self.error is not None:
+                    raise HarnessError(f"the watch on {self.kind} broke: {self.error}") from self.error
+                self._changed.wait(remaining)
+
     def wait_until(self, what: str, done: Callable[[Objects], bool], timeout_s: float,
                    failed: Callable[[Objects], str | None] = lambda _: None,
                    describe: Callable[[Objects], str] | None = None) -> Objects:

@@ -75,6 +75,13 @@ class Workloads:
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
         return apply_objects(self.api, manifests)
 
+    def delete(self, job: GangJob) -> None:
+        """Delete the job's objects (ours: created and labelled by this test), pods in the background."""
+        dynamic = DynamicClient(self.api)
+        for manifest in self.backend.manifests(job):
+            resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+            resource.delete(name=job.name, namespace=job.tenant.namespace, propagation_policy="Background")
+
     def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
         obj = job_object(job, objects)
         return self.backend.status(obj) if obj is not None else None

@@ -14,6 +14,7 @@ from harness.profile import Tenant
 QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
     "queued", "admitted", "running", "succeeded", "failed", "preempted")
 RUN_FOR_ANNOTATION = "sim.gpupoc.io/run-for"
+JOB_LABEL = "gpupoc.io/job"  # on every pod of a job, whatever the backend: how its pods are found
 DEFAULT_RUN_FOR_S = 30.0
 
 
@@ -48,7 +49,7 @@ class GangJob:
                           "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
-        return {"metadata": {"labels": dict(self.labels),
+        return {"metadata": {"labels": {**self.labels, JOB_LABEL: self.name},
                              "annotations": {RUN_FOR_ANNOTATION: f"{self.run_for_s:g}s"}},
                 "spec": spec}
 
@@ -83,9 +84,6 @@ class Backend(Protocol):
         """Pure: the job's state from its tracked object (as a dict)."""
         ...
 
-    def pod_selector(self, job: GangJob) -> str:
-        """Label selector of the job's pods."""
-        ...
 
 
 def parse_time(value: str | None) -> datetime | None:

@@ -24,6 +24,3 @@ class DefaultBackend:
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return batch_status(obj)
-
-    def pod_selector(self, job: GangJob) -> str:
-        return f"batch.kubernetes.io/job-name={job.name}"

@@ -40,6 +40,3 @@ class KaiBackend:
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return batch_status(obj)
-
-    def pod_selector(self, job: GangJob) -> str:
-        return f"batch.kubernetes.io/job-name={job.name}"

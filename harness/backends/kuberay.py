@@ -70,6 +70,3 @@ class KubeRayBackend:
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return rayjob_status(obj)
-
-    def pod_selector(self, job: GangJob) -> str:
-        return f"ray.io/originated-from-cr-name={job.name}"

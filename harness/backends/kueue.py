@@ -59,6 +59,3 @@ class KueueBackend:
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return workload_status(obj)
-
-    def pod_selector(self, job: GangJob) -> str:
-        return f"batch.kubernetes.io/job-name={job.name}"

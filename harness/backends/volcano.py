@@ -59,6 +59,3 @@ class VolcanoBackend:
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return volcano_status(obj)
-
-    def pod_selector(self, job: GangJob) -> str:
-        return f"volcano.sh/job-name={job.name}"

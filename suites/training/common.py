@@ -1,0 +1,43 @@
+"""Shared steps of the training suite: cluster size, job predicates, evidence from timelines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from harness.backends import GangJob
+from harness.backends.base import JOB_LABEL
+from harness.profile import Profile
+from harness.record.evidence import Evidence
+from harness.timeline import Timeline
+from harness.tracker import Objects
+from harness.workloads import Workloads
+
+LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
+
+
+def gpu_nodes(api: client.ApiClient, profile: Profile) -> int:
+    """Nodes offering a whole node's worth of GPUs (profile gpu.per_node)."""
+    nodes = client.CoreV1Api(api).list_node().items
+    return sum(1 for n in nodes if int((n.status.allocatable or {}).get(profile.gpu.resource, "0"))
+               >= profile.gpu.per_node)
+
+
+def belongs(pod: dict[str, Any], job: GangJob) -> bool:
+    return bool(((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL) == job.name)
+
+
+def state_is(workloads: Workloads, job: GangJob, *states: str) -> Any:
+    def check(objects: Objects) -> bool:
+        status = workloads.status_of(job, objects)
+        return status is not None and status.state in states
+    return check
+
+
+def bound_pods(objects: Objects, job: GangJob) -> int:
+    return sum(1 for p in objects.values() if belongs(p, job) and (p.get("spec") or {}).get("nodeName"))
+
+
+def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> None:
+    evidence.timeline = [{**row, "t": round(float(str(row["seen_at"])) - start, 3)} for row in timeline.as_rows()]

@@ -1,0 +1,63 @@
+"""Batch training 1 — gang admission.
+
+When free GPUs are fewer than a job needs, none of its pods is bound, at any moment; when
+capacity appears, all are bound within the threshold. The default scheduler is the baseline
+expected to violate it: the record shows how many pods it bound while the rest waited.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kubernetes import client
+
+from harness.backends import Backend, GangJob
+from harness.measure.gang import GangWatch
+from harness.profile import Profile
+from harness.record.evidence import Evidence
+from harness.workloads import Workloads
+from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
+
+CRITERION = "training.gang_admission"
+STATEMENT = ("When free GPUs are fewer than a job needs, none of its pods is bound at any moment; "
+             "when capacity appears, all are bound within the threshold.")
+
+
+def test_gang_admission(api: client.ApiClient, backend: Backend, workloads: Workloads, queue_model: Profile,
+                        evidence: Callable[[str, str], Evidence]) -> None:
+    profile, ev = queue_model, evidence(CRITERION, STATEMENT)
+    lender, owner = profile.tenants[-1], profile.tenants[0]
+    per_node, nodes = profile.gpu.per_node, gpu_nodes(api, profile)
+    filler = GangJob("gang-filler", lender, pods=1, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
+    gang = GangJob("gang", owner, pods=nodes, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
+    ev.note(f"{nodes} nodes x {per_node} GPUs; a filler of {per_node} GPUs leaves {(nodes - 1) * per_node} free; "
+            f"the gang needs {gang.gpus} ({gang.pods} pods x {per_node}).")
+    started = time.time()
+
+    workloads.submit(filler)
+    lender_pods = workloads.pods(lender.namespace)
+    lender_pods.wait_until("filler bound", lambda objs: bound_pods(objs, filler) == 1,
+                           profile.timeouts.admit)
+
+    watch = GangWatch(gang.pods)
+    owner_pods = workloads.pods(owner.namespace)
+    owner_pods.on_event(lambda event, pod: watch.observe(event, pod, time.time()) if belongs(pod, gang)
+                        else None)
+    workloads.submit(gang)
+    owner_pods.hold(profile.timeouts.observe)  # the gang cannot fit: every event of its pods is checked
+    blocked_partial = watch.partial_while_blocked()
+
+    workloads.delete(filler)
+    freed_at = time.time()
+    owner_pods.wait_until(f"all {gang.pods} pods of the gang bound after capacity was freed",
+                          lambda objs: watch.all_bound_at is not None, profile.timeouts.admit)
+    all_bound_s = (watch.all_bound_at or freed_at) - freed_at
+
+    ev.expect("max_partial_pods", blocked_partial, profile.threshold(CRITERION, "max_partial_pods"), "<=", " pods")
+    ev.expect("all_bound_within_s", round(all_bound_s, 3), profile.threshold(CRITERION, "all_bound_within_s"),
+              "<=", " s")
+    if blocked_partial:
+        ev.note(f"{blocked_partial} of {gang.pods} pods were bound while the gang could not fit.")
+    attach_timeline(ev, workloads.timeline, started)
+    ev.verdict()
