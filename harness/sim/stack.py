@@ -26,9 +26,10 @@ tiers:
 - plugins:
   - name: priority
   - name: gang
-    enablePreemptable: false
+    enablePreemptable: false  # let priority preempt whole low-priority gangs
   - name: conformance
 - plugins:
+  - name: overcommit
   - name: drf
   - name: predicates
   - name: proportion

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes import client
 
-from harness.backends import GangJob
+from harness.backends import Backend, GangJob
+from harness.backends.kuberay import COMPLETES_ON_SIM
+from harness.target import Target
 from harness.backends.base import JOB_LABEL
 from harness.profile import Profile
 from harness.record.evidence import Evidence
@@ -14,7 +17,13 @@ from harness.timeline import Timeline
 from harness.tracker import Objects
 from harness.workloads import Workloads
 
-LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
+LONG_RUN_S = 3600.0
+
+
+def skip_unless_jobs_complete(target: Target, backend: Backend) -> None:
+    """RayJobs never complete on the sim (nothing answers the Ray dashboard on a simulated pod IP)."""
+    if target.kind == "sim" and backend.name == "kuberay" and not COMPLETES_ON_SIM:
+        pytest.skip("kuberay: a RayJob cannot complete on the sim (no Ray dashboard on a simulated pod IP)")  # jobs that must keep their GPUs until the test releases them
 
 
 def gpu_nodes(api: client.ApiClient, profile: Profile) -> int:
@@ -41,3 +50,23 @@ def bound_pods(objects: Objects, job: GangJob) -> int:
 
 def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> None:
     evidence.timeline = [{**row, "t": round(float(str(row["seen_at"])) - start, 3)} for row in timeline.as_rows()]
+
+
+def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:
+    """(pod name, running since, running until) from the pod transitions; still-running pods end at `now`."""
+    result = []
+    for name in sorted({t.name for t in timeline.transitions if t.kind == "Pod"}):
+        start = None
+        for t in timeline.of("Pod", name):
+            if t.state == "running" and start is None:
+                start = t.seen_at
+            elif t.state in ("succeeded", "failed", "deleted") and start is not None:
+                result.append((name, start, t.seen_at))
+                start = None
+        if start is not None:
+            result.append((name, start, now))
+    return result
+
+
+def first_seen(timeline: Timeline, kind: str, name: str, *states: str) -> float | None:
+    return next((t.seen_at for t in timeline.of(kind, name) if t.state in states), None)
