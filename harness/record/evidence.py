@@ -55,6 +55,8 @@ class Evidence:
         """FAIL (CriterionViolation) with every missed threshold and its measured value."""
         missed = [c for c in self.checks if not c.passed]
         if missed:
-            raise CriterionViolation(f"{self.criterion} [{self.backend}]",
-                                     "; ".join(c.describe() for c in missed),
+            seen = "; ".join(c.describe() for c in missed)
+            if self.notes:
+                seen += " | " + " | ".join(self.notes)
+            raise CriterionViolation(f"{self.criterion} [{self.backend}]", seen,
                                      ", ".join(f"{c.name} {c.comparison} {c.threshold:g}{c.unit}" for c in missed))

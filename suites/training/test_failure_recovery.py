@@ -1,0 +1,117 @@
+"""Batch training 4 — failure recovery.
+
+A pod of a running multi-pod job fails; the job recovers by its policy (Volcano RestartJob,
+batch Job backoffLimit) and completes; the time from the failure to all pods running again is
+measured; a job whose retries are exhausted is reported as failed with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from harness.backends import Backend, GangJob
+from harness.errors import WaitTimeout
+from harness.profile import Profile
+from harness.record.evidence import Evidence
+from harness.safety import require_ours
+from harness.target import Target
+from harness.workloads import Workloads
+from suites.training.common import attach_timeline, belongs, skip_unless_jobs_complete, state_is
+
+CRITERION = "training.failure_recovery"
+STATEMENT = ("A pod of a running multi-pod job fails; the job recovers by its policy and completes; the time "
+             "from the failure to all pods running again is within the threshold.")
+PODS, RUN_S, RETRIES = 2, 15.0, 3
+FAIL_LABEL, FAIL_AFTER = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after"
+
+
+def running(objs: dict[str, dict[str, Any]], job: GangJob, not_uid: str = "") -> list[str]:
+    """Names of the job's running pods (a pod recreated under the victim's name has another uid)."""
+    return [n for n, p in objs.items() if belongs(p, job) and (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp") and p["metadata"].get("uid") != not_uid]
+
+
+def inject_failure(core: client.CoreV1Api, target: Target, pod: dict[str, Any]) -> str:
+    """On the sim, kwok fails the pod (exit 137) when labelled; elsewhere the pod is deleted."""
+    require_ours(pod, "fail a pod")
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    if target.kind == "sim":
+        core.patch_namespaced_pod(name, namespace, {"metadata": {
+            "labels": {FAIL_LABEL: "true"}, "annotations": {FAIL_AFTER: "0s", "sim.gpupoc.io/exit-code": "137"}}})
+        return f"pod {name} failed by the sim (exit 137)"
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    return f"pod {name} deleted"
+
+
+def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, profile: Profile, ev: Evidence,
+                 restart_on_failure: bool = True, retries: int = RETRIES) -> None:
+    tenant = profile.tenants[0]
+    job = GangJob("recover", tenant, PODS, 1, run_for_s=RUN_S, max_retries=retries,
+                  restart_on_failure=restart_on_failure)
+    started = time.time()
+    workloads.submit(job)
+    pods = workloads.pods(tenant.namespace)
+    objs = pods.wait_until(f"all {PODS} pods of {job.name} running", lambda o: len(running(o, job)) == PODS,
+                           profile.timeouts.run)
+    victim = objs[running(objs, job)[0]]
+    ev.note(inject_failure(client.CoreV1Api(api), target, victim))
+    victim_uid = victim["metadata"]["uid"]
+    pods.wait_until(f"pod {victim['metadata']['name']} gone from Running",
+                    lambda o: not any(p["metadata"].get("uid") == victim_uid and p["status"].get("phase") == "Running"
+                                      for p in o.values()), profile.timeouts.run)
+    failed_at = time.time()
+    recovered_s: float | None = None
+    jobs = workloads.jobs(tenant.namespace)
+    try:
+        pods.wait_until(f"{job.name}: {PODS} pods running again",
+                        lambda o: len(running(o, job, not_uid=victim_uid)) == PODS,
+                        profile.threshold(CRITERION, "recover_within_s"),
+                        failed=lambda _: _failed_reason(workloads, job, jobs.objects))
+        recovered_s = time.time() - failed_at
+        jobs.wait_until(f"{job.name} completed", state_is(workloads, job, "succeeded"), profile.timeouts.complete,
+                        failed=lambda o: _failed_reason(workloads, job, o))
+    except WaitTimeout as exc:
+        ev.note(f"not recovered: {exc}")
+    except Exception as exc:  # WaitFailed: the job failed instead of recovering
+        ev.note(f"job did not recover: {exc}")
+    status = workloads.status_of(job, jobs.objects)
+    ev.note(f"final state: {status.state if status else 'unknown'} {status.reason if status else ''}".strip())
+    ev.expect("recover_within_s", None if recovered_s is None else round(recovered_s, 3),
+              profile.threshold(CRITERION, "recover_within_s"), "<=", " s")
+    attach_timeline(ev, workloads.timeline, started)
+    ev.verdict()
+
+
+def _failed_reason(workloads: Workloads, job: GangJob, objects: dict[str, dict[str, Any]]) -> str | None:
+    status = workloads.status_of(job, objects)
+    return f"job failed: {status.reason or 'no reason given'}" if status and status.state == "failed" else None
+
+
+def test_failure_recovery(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
+                          queue_model: Profile, destructive: Callable[[str], None],
+                          evidence: Callable[[str, str], Evidence]) -> None:
+    skip_unless_jobs_complete(target, backend)
+    destructive("fail a pod of a running job")
+    run_recovery(api, target, workloads, queue_model, evidence(CRITERION, STATEMENT))
+
+
+def test_exhausted_retries_are_reported_as_failed(api: client.ApiClient, target: Target, backend: Backend,
+                                                  workloads: Workloads, queue_model: Profile,
+                                                  destructive: Callable[[str], None]) -> None:
+    """With no retry left, the job ends failed and the harness reports it with the scheduler's reason."""
+    skip_unless_jobs_complete(target, backend)
+    destructive("fail a pod of a running job")
+    tenant = queue_model.tenants[0]
+    job = GangJob("no-retry", tenant, PODS, 1, run_for_s=RUN_S * 4, max_retries=0, restart_on_failure=False)
+    workloads.submit(job)
+    pods = workloads.pods(tenant.namespace)
+    objs = pods.wait_until("pods running", lambda o: len(running(o, job)) == PODS, queue_model.timeouts.run)
+    inject_failure(client.CoreV1Api(api), target, objs[running(objs, job)[0]])
+    jobs = workloads.jobs(tenant.namespace)
+    final = jobs.wait_until(f"{job.name} failed", state_is(workloads, job, "failed"), queue_model.timeouts.complete)
+    status = workloads.status_of(job, final)
+    assert status is not None and status.state == "failed" and status.reason, status
