@@ -137,3 +137,41 @@ def test_labelled_reaches_volcano_tasks_and_ray_groups() -> None:
     cluster = ray["spec"]["rayClusterSpec"]
     assert cluster["headGroupSpec"]["template"]["metadata"]["labels"]["gpupoc.io/run-id"] == "r1"
     assert cluster["workerGroupSpecs"][0]["template"]["metadata"]["labels"]["gpupoc.io/run-id"] == "r1"
+
+
+def test_queue_wait_disagreement_allows_the_metrics_bucket() -> None:
+    from harness.measure.queue_wait import bucket_around, disagreement, summarize
+    assert bucket_around([1, 2, 5, 10, 20], 18.5) == (10, 20)
+    assert disagreement(12.0, 18.5, [1, 2, 5, 10, 20]) == 0.0
+    assert disagreement(3.0, 18.5, [1, 2, 5, 10, 20]) == 7.0
+    assert disagreement(3.0, None, []) is None
+    assert summarize("q", [1, 2, 3, 4]).p50_s == 2.5
+
+
+def test_fairness_math() -> None:
+    from harness.measure import fairness
+    ivs = [fairness.Interval("a", 0, 10, 4), fairness.Interval("b", 0, 10, 4), fairness.Interval("a", 10, 20, 8)]
+    totals = fairness.gpu_seconds(ivs, (0, 20))
+    assert totals == {"a": 120.0, "b": 40.0}
+    shares = fairness.shares(totals, ["a", "b"])
+    assert shares == {"a": 0.75, "b": 0.25}
+    expected = {"a": 0.5, "b": 0.5}
+    assert fairness.max_deviation(shares, expected) == 0.25
+    assert round(fairness.jain_index(shares, expected), 3) == 0.8
+    assert fairness.jain_index(expected, expected) == 1.0
+    assert fairness.contended_window({"a": 1, "b": 3}, {"a": 30, "b": 20}) == (3, 20)
+
+
+def test_gang_watch_keeps_the_worst_partial_binding() -> None:
+    from harness.measure.gang import GangWatch
+    watch = GangWatch(3)
+
+    def pod(name: str, node: str | None) -> dict[str, object]:
+        return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}}
+    watch.observe("ADDED", pod("a", "n1"), 1.0)
+    watch.observe("ADDED", pod("b", "n2"), 2.0)
+    watch.observe("DELETED", pod("b", "n2"), 3.0)
+    assert watch.partial_while_blocked() == 2 and watch.all_bound_at is None
+    for name, t in (("b", 4.0), ("c", 5.0)):
+        watch.observe("MODIFIED", pod(name, "n3"), t)
+    assert watch.all_bound_at == 5.0

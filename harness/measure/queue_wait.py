@@ -1,0 +1,38 @@
+"""Queue wait: submission-to-admission per queue, percentiles, and agreement with the scheduler's metric."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.timeline import percentile
+
+
+@dataclass(frozen=True)
+class WaitSummary:
+    queue: str
+    count: int
+    p50_s: float
+    p95_s: float
+
+
+def summarize(queue: str, waits: list[float]) -> WaitSummary:
+    return WaitSummary(queue, len(waits), percentile(waits, 50), percentile(waits, 95))
+
+
+def bucket_around(bounds: list[float], value: float) -> tuple[float, float]:
+    """The histogram bucket [lower, upper] a quantile estimate fell in: finer than that it cannot resolve."""
+    lower = 0.0
+    for upper in sorted(bounds):
+        if value <= upper:
+            return lower, upper
+        lower = upper
+    return lower, float("inf")
+
+
+def disagreement(harness_p95: float, metric_p95: float | None, bounds: list[float]) -> float | None:
+    """Seconds between the harness's p95 and the metric's bucket around its p95 (0 inside it);
+    None when the scheduler exports no such metric."""
+    if metric_p95 is None:
+        return None
+    lower, upper = bucket_around(bounds, metric_p95) if bounds else (metric_p95, metric_p95)
+    return max(0.0, lower - harness_p95, harness_p95 - upper)
