@@ -30,7 +30,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
                           "comma-separated contexts where pods may be failed, nodes cordoned, controllers stopped"),
     "run_id": ("GPUPOC_RUN_ID", "label value of everything this run creates (default: random)"),
     "reports_dir": ("GPUPOC_REPORTS_DIR", "where the acceptance record is written (default: reports/)"),
+    "queue_model": ("GPUPOC_QUEUE_MODEL", "apply: put the reference queue model on the sim/kind before the suites "
+                    "(default); keep: test the cluster's queues as they are"),
 }
+QUEUE_MODEL_CHOICES = ("apply", "keep")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class RunConfig:
     allow_destructive: tuple[str, ...]
     run_id: str
     reports_dir: Path
+    apply_queue_model: bool = True
 
     @property
     def targets_sim(self) -> bool:
@@ -76,8 +80,12 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     run_id = raw["run_id"] or uuid.uuid4().hex[:8]
     if not run_id.replace("-", "").isalnum() or len(run_id) > 40:
         raise ConfigError(f"--run-id {run_id!r}: letters, digits and '-' only, at most 40 characters")
+    queue_model = raw["queue_model"] or "apply"
+    if queue_model not in QUEUE_MODEL_CHOICES:
+        raise ConfigError(f"--queue-model {queue_model!r}: choose from {', '.join(QUEUE_MODEL_CHOICES)}")
     return RunConfig(
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],
         profile=load_profile(Path(raw["profile"]) if raw["profile"] else DEFAULT_SIM_PROFILE),
         backends=backends, allow_destructive=_csv(raw["allow_destructive"]), run_id=run_id,
-        reports_dir=Path(raw["reports_dir"]) if raw["reports_dir"] else DEFAULT_REPORTS)
+        reports_dir=Path(raw["reports_dir"]) if raw["reports_dir"] else DEFAULT_REPORTS,
+        apply_queue_model=queue_model == "apply")

@@ -108,7 +108,8 @@ _AVAILABILITY: dict[str, str | None] = {}
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests taking `backend` run once per backend of --backends (skipped where absent)."""
-    if "backend" in metafunc.fixturenames:
+    explicit = any("backend" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize"))
+    if "backend" in metafunc.fixturenames and not explicit:
         names = run_config(metafunc.config).backends
         metafunc.parametrize("backend", names, ids=names, indirect=True)
 
@@ -125,10 +126,12 @@ def backend(request: pytest.FixtureRequest, api: client.ApiClient) -> Backend:
 
 
 @pytest.fixture(scope="session")
-def queue_model(target: Target, profile: Profile) -> Profile:
-    """The tenants' queues exist: applied from manifests/setup/ on the sim and kind, the cluster's own elsewhere."""
-    apply_queue_model_if_allowed(target, profile)
-    return profile
+def queue_model(target: Target, gpupoc_config: RunConfig) -> Profile:
+    """The tenants' queues exist: applied from manifests/setup/ on the sim and kind (unless --queue-model keep),
+    the cluster's own elsewhere."""
+    if gpupoc_config.apply_queue_model:
+        apply_queue_model_if_allowed(target, gpupoc_config.profile)
+    return gpupoc_config.profile
 
 
 @pytest.fixture()

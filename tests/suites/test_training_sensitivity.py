@@ -1,0 +1,103 @@
+"""A harness that cannot fail is worthless: each training criterion FAILS, with the measured value,
+on a deliberately misconfigured sim — and passes where the cluster is right (the positive control)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from harness.backends import Backend
+from harness.errors import CriterionViolation
+from harness.profile import Profile
+from harness.record.evidence import Evidence
+from harness.sim.paths import REPO_ROOT
+from harness.target import Target
+from harness.workloads import Workloads
+from suites.training.test_failure_recovery import CRITERION as RECOVERY, run_recovery
+
+SIM_PROFILE = REPO_ROOT / "profiles" / "sim.yaml"
+
+
+def suite(test_file: str, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+                           f"suites/training/{test_file}", *options], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=900)
+
+
+def profile_variant(tmp_path: Path, change: Callable[[dict[str, object]], None]) -> Path:
+    data = yaml.safe_load(SIM_PROFILE.read_text())
+    change(data)
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def gpupoc(*args: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture()
+def reference_queue_model_afterwards(sim_api: client.ApiClient) -> Iterator[None]:
+    yield
+    client.SchedulingV1Api(sim_api).delete_priority_class("gpupoc-high")
+    gpupoc("setup")
+
+
+def test_gang_admission_fails_on_the_default_scheduler_and_passes_on_volcano(sim_api: client.ApiClient) -> None:
+    result = suite("test_gang_admission.py", "--backends=default,volcano")
+    assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
+    assert "training.gang_admission [default]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in result.stdout
+
+
+def test_queue_fairness_fails_when_queues_are_weighted_3_to_1_but_1_to_1_is_expected(
+        tmp_path: Path, sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
+    def skew(data: dict[str, object]) -> None:
+        tenants = data["tenants"]
+        assert isinstance(tenants, list)
+        tenants[0].update(weight=3, quota_gpus=24)
+        tenants[1].update(weight=1, quota_gpus=8)
+    gpupoc("setup", f"--profile={profile_variant(tmp_path, skew)}")
+    result = suite("test_queue_fairness.py", "--backends=volcano,kueue", "--queue-model=keep")
+    assert "2 failed" in result.stdout, result.stdout[-3000:]
+    for backend in ("volcano", "kueue"):
+        assert f"training.queue_fairness [{backend}]: measured min_jain_index:" in result.stdout
+    assert "max_share_deviation: 0.2" in result.stdout  # 0.75 / 0.25 measured against 0.5 / 0.5
+
+
+def test_preemption_fails_when_the_high_priority_class_cannot_preempt(
+        sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
+    scheduling = client.SchedulingV1Api(sim_api)
+    scheduling.delete_priority_class("gpupoc-high")
+    scheduling.create_priority_class({"metadata": {"name": "gpupoc-high", "labels": {
+        "app.kubernetes.io/managed-by": "gpupoc"}}, "value": 10000, "preemptionPolicy": "Never"})
+    result = suite("test_priority_preemption.py", "--backends=default", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert ("training.priority_preemption [default]: measured admit_within_s: nothing measured (wanted <= 30 s)"
+            in result.stdout)
+
+
+@pytest.mark.parametrize("backend", ["volcano", "default"], indirect=True)
+def test_failure_recovery_fails_with_a_recovery_policy_of_none(
+        sim_api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads, queue_model: Profile) -> None:
+    evidence = Evidence(RECOVERY, backend.name)
+    with pytest.raises(CriterionViolation, match=r"recover_within_s: nothing measured .*job did not recover"):
+        run_recovery(sim_api, target, workloads, queue_model, evidence, restart_on_failure=False, retries=0)
+
+
+def test_queue_wait_fails_when_waits_exceed_the_threshold(tmp_path: Path, sim_api: client.ApiClient) -> None:
+    """No cluster setting makes the sim's queues slow without also breaking them; a 1 s p95 threshold shows the
+    measured p95 is compared and reported."""
+    def strict(data: dict[str, object]) -> None:
+        thresholds = data["thresholds"]
+        assert isinstance(thresholds, dict)
+        thresholds["training.queue_wait"]["p95_s"] = 1
+    result = suite("test_queue_wait.py", "--backends=volcano", f"--profile={profile_variant(tmp_path, strict)}")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.queue_wait [volcano]: measured p95_s:" in result.stdout and "(wanted <= 1 s)" in result.stdout
