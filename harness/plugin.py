@@ -18,6 +18,7 @@ from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
 from harness.errors import ConfigError, CriterionViolation, HarnessError
+from harness.record import collect as record
 from harness.record.evidence import Evidence
 from harness.profile import Profile
 from harness.prometheus import Prometheus
@@ -45,12 +46,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                         help=f"{help_text} [env {env}]")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
     try:
         config.stash[CONFIG_KEY] = resolve(options)
     except ConfigError as exc:
         raise pytest.UsageError(f"gpupoc: {exc}") from exc
+    record.start(config, config.stash[CONFIG_KEY])
 
 
 def run_config(config: pytest.Config) -> RunConfig:
@@ -177,10 +180,36 @@ def is_harness_error(excinfo: pytest.ExceptionInfo[BaseException] | None) -> boo
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
-    outcome = "ERROR" if report.failed and is_harness_error(call.excinfo) else None
-    if report.when == "call" and outcome:
-        report.user_properties.append(("gpupoc_outcome", outcome))
+    if report.when == "call" and report.failed and is_harness_error(call.excinfo):
+        report.user_properties.append(("gpupoc_outcome", "ERROR"))
+    outcome = record_outcome(report)
+    if outcome:
+        record.add_result(item.config, item, report, outcome, item.stash.get(EVIDENCE_KEY, []))
     return report
+
+
+def record_outcome(report: pytest.TestReport) -> str | None:
+    """The record's outcome of a test, from the report of the phase that decided it."""
+    if report.when == "call":
+        if report.passed:
+            return "PASS"
+        if report.skipped:
+            return "SKIP"
+        return "ERROR" if ("gpupoc_outcome", "ERROR") in report.user_properties else "FAIL"
+    if report.when == "setup" and not report.passed:
+        return "SKIP" if report.skipped else "ERROR"
+    return None
+
+
+def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],
+                                session: pytest.Session) -> None:
+    prefix.append(record.html_sections(session.config))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    paths = config.stash.get(record.PATHS_KEY, None)
+    if paths is not None:
+        terminalreporter.write_sep("-", f"gpupoc acceptance record: {paths['html']} (JSON: {paths['json']})")
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -189,9 +218,11 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Ctrl-C or not: sweep whatever this run left in the cluster, and say what refused to go."""
+    """Ctrl-C or not: complete the record, sweep whatever this run left in the cluster, say what refused to go."""
     target = session.config.stash.get(TARGET_KEY, None)
+    record.finish(session, target)
     if target is None:
         return
     cfg = run_config(session.config)
@@ -201,3 +232,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         leftovers = [f"sweep of run {cfg.run_id} failed: {exc}"]
     for line in leftovers:
         session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    record.redact_files(config, config.stash.get(TARGET_KEY, None))

@@ -1,0 +1,167 @@
+"""pytest wiring of the record: results collected per test, environment at the end, JSON/HTML/JUnit written
+even when the run fails or is interrupted, every file redacted."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from harness import __version__
+from harness.config import RunConfig
+from harness.inventory import gpu_inventory
+from harness.record.evidence import Evidence
+from harness.record.model import Record, Result
+from harness.record.redact import known_secrets, redact, redact_text
+from harness.record.render import sections
+from harness.sim import cluster
+from harness.sim.paths import REPO_ROOT
+from harness.target import Target
+
+RECORD_KEY = pytest.StashKey[Record]()
+PATHS_KEY = pytest.StashKey[dict[str, Path]]()
+# Deployments of the schedulers on a real cluster: name -> component
+SCHEDULER_DEPLOYMENTS = ("kueue-controller-manager", "volcano-scheduler", "volcano-controllers", "kuberay-operator",
+                         "kai-scheduler", "kube-scheduler")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=5).stdout.strip()
+        return (out.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def start(config: pytest.Config, cfg: RunConfig) -> None:
+    """Paths of this run's files (set before pytest-html and junitxml read them), and an empty record."""
+    folder = cfg.reports_dir / cfg.run_id
+    paths = {"dir": folder, "html": folder / "record.html", "json": folder / "record.json",
+             "junit": folder / "junit.xml"}
+    config.stash[PATHS_KEY] = paths
+    if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
+        config.option.htmlpath = str(paths["html"])
+        config.option.self_contained_html = True
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(paths["junit"])
+    profile = cfg.profile
+    config.stash[RECORD_KEY] = Record(
+        run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
+        profile={"name": profile.name, "source": profile.source, "thresholds": profile.thresholds,
+                 "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants]})
+
+
+def evidence_dict(ev: Evidence) -> dict[str, Any]:
+    data = asdict(ev)
+    data["checks"] = [{**asdict(c), "passed": c.passed} for c in ev.checks]
+    return data
+
+
+def add_result(config: pytest.Config, item: pytest.Item, report: pytest.TestReport, outcome: str,
+               evidence: list[Evidence]) -> None:
+    record = config.stash.get(RECORD_KEY, None)
+    if record is None:
+        return
+    module_criterion = getattr(getattr(item, "module", None), "CRITERION", None)
+    criterion = evidence[0].criterion if evidence else str(module_criterion or item.nodeid.split("::")[0])
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    message = "" if outcome == "PASS" else _message(report)
+    leftovers = [str(v) for k, v in report.user_properties if k == "leftover"]
+    record.results.append(Result(item.nodeid, criterion, str(params.get("backend", "-")), outcome, message,
+                                 round(report.duration, 3), [evidence_dict(e) for e in evidence], leftovers))
+
+
+def _message(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    return str(crash.message) if crash is not None else str(report.longrepr)[-2000:]
+
+
+def mark_unfinished(session: pytest.Session) -> None:
+    record = session.config.stash.get(RECORD_KEY, None)
+    if record is None:
+        return
+    done = {r.nodeid for r in record.results}
+    for item in session.items:
+        if item.nodeid not in done:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            criterion = getattr(getattr(item, "module", None), "CRITERION", item.nodeid.split("::")[0])
+            record.results.append(Result(item.nodeid, str(criterion), str(params.get("backend", "-")), "UNFINISHED",
+                                         "the run stopped before this test finished"))
+
+
+def describe_environment(record: Record, target: Target | None) -> None:
+    if target is None:
+        record.target = {"kind": "not connected", "context": "-", "api_url": "-", "kubernetes_version": "-",
+                         "providers": [], "instance_types": []}
+        return
+    nodes = [target.api.sanitize_for_serialization(n) for n in client.CoreV1Api(target.api).list_node().items]
+    inventory = gpu_inventory(nodes)
+    record.nodes = [asdict(g) for g in inventory]
+    record.target = {"kind": target.kind, "context": target.context, "api_url": target.host,
+                     "kubernetes_version": target.kubernetes_version,
+                     "providers": sorted({g.provider for g in inventory}) or ["unknown"],
+                     "instance_types": sorted({g.instance_type for g in inventory}) or ["unknown"]}
+    record.schedulers = scheduler_versions(target)
+
+
+def scheduler_versions(target: Target) -> list[dict[str, str]]:
+    if target.kind == "sim":
+        return [{"name": s.name, "version": s.version} for s in cluster.status()]
+    apps = client.AppsV1Api(target.api)
+    found = []
+    for name in SCHEDULER_DEPLOYMENTS:
+        for d in apps.list_deployment_for_all_namespaces(field_selector=f"metadata.name={name}").items:
+            images = ", ".join(c.image for c in d.spec.template.spec.containers)
+            found.append({"name": f"{d.metadata.namespace}/{name}", "version": images})
+    return found
+
+
+def finish(session: pytest.Session, target: Target | None) -> None:
+    """Complete the record and write its JSON (the HTML is written by pytest-html from it)."""
+    record = session.config.stash.get(RECORD_KEY, None)
+    if record is None:
+        return
+    mark_unfinished(session)
+    record.interrupted = bool(session.shouldstop) or session.exitstatus == pytest.ExitCode.INTERRUPTED
+    record.finished_at = now()
+    try:
+        describe_environment(record, target)
+    except Exception as exc:  # the record is written whatever broke; say what could not be described
+        record.target = {**record.target, "error": f"environment not described: {exc}"}
+    secrets = known_secrets(target.api) if target else ()
+    redacted = Record(**{**asdict(record), "results": []})
+    redacted.results = [Result(**redact(asdict(r), secrets)) for r in record.results]
+    redacted.target, redacted.profile = redact(redacted.target, secrets), redact(redacted.profile, secrets)
+    session.config.stash[RECORD_KEY] = redacted
+    redacted.write(session.config.stash[PATHS_KEY]["json"])
+
+
+def html_sections(config: pytest.Config) -> str:
+    record = config.stash.get(RECORD_KEY, None)
+    return sections(record) if record is not None else ""
+
+
+def redact_files(config: pytest.Config, target: Target | None) -> None:
+    """Last step: whatever pytest-html and junitxml captured (logs, tracebacks) is redacted on disk too."""
+    paths = config.stash.get(PATHS_KEY, None)
+    if paths is None:
+        return
+    secrets = known_secrets(target.api) if target else ()
+    for key in ("html", "junit", "json"):
+        path = Path(config.getoption("htmlpath", None) or paths["html"]) if key == "html" else paths[key]
+        if path.exists():
+            path.write_text(redact_text(path.read_text(errors="replace"), secrets))

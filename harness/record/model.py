@@ -1,0 +1,91 @@
+"""The record's data model (the JSON is the source; the HTML is a view of it)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+OUTCOMES = ("PASS", "FAIL", "ERROR", "SKIP", "UNFINISHED")
+
+
+@dataclass
+class Result:
+    nodeid: str
+    criterion: str
+    backend: str
+    outcome: str            # one of OUTCOMES
+    message: str = ""
+    duration_s: float = 0.0
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
+
+    @property
+    def cell_id(self) -> str:
+        return f"ev-{abs(hash(self.nodeid)) % 10**10}"
+
+
+@dataclass
+class Record:
+    run_id: str
+    started_at: str
+    harness_version: str
+    commit: str
+    target: dict[str, Any] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    schedulers: list[dict[str, str]] = field(default_factory=list)
+    profile: dict[str, Any] = field(default_factory=dict)
+    results: list[Result] = field(default_factory=list)
+    finished_at: str = ""
+    interrupted: bool = False
+    schema_version: int = SCHEMA_VERSION
+
+    def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:
+        """(criteria, backends, cells): every criterion x backend cell and the results in it."""
+        criteria = sorted({r.criterion for r in self.results})
+        backends = sorted({r.backend for r in self.results})
+        cells: dict[tuple[str, str], list[Result]] = {}
+        for r in self.results:
+            cells.setdefault((r.criterion, r.backend), []).append(r)
+        return criteria, backends, cells
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, default=str)
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json())
+        return path
+
+
+def load_record(path: Path) -> Record:
+    data = json.loads(path.read_text())
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"{path}: record schema {version}, this gpupoc reads {SCHEMA_VERSION}")
+    results = [Result(**r) for r in data.pop("results")]
+    return Record(**data, results=results)
+
+
+def validate(data: dict[str, Any]) -> list[str]:
+    """Problems with a record's JSON against the schema (empty when valid)."""
+    problems = []
+    required = {"schema_version": int, "run_id": str, "started_at": str, "harness_version": str, "commit": str,
+                "target": dict, "nodes": list, "schedulers": list, "profile": dict, "results": list,
+                "finished_at": str, "interrupted": bool}
+    for key, kind in required.items():
+        if not isinstance(data.get(key), kind):
+            problems.append(f"{key}: expected {kind.__name__}, got {type(data.get(key)).__name__}")
+    for i, result in enumerate(data.get("results") or []):
+        if result.get("outcome") not in OUTCOMES:
+            problems.append(f"results[{i}].outcome: {result.get('outcome')!r} is not one of {OUTCOMES}")
+        for key in ("nodeid", "criterion", "backend"):
+            if not isinstance(result.get(key), str):
+                problems.append(f"results[{i}].{key}: expected str")
+    for i, node in enumerate(data.get("nodes") or []):
+        for key in ("node", "model", "count", "driver_version", "simulated"):
+            if key not in node:
+                problems.append(f"nodes[{i}].{key}: missing")
+    return problems

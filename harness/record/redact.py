@@ -1,0 +1,47 @@
+"""No secret ever reaches the record: tokens, certificates, keys, kubeconfig contents, Secret data."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+REDACTED = "[REDACTED]"
+_PATTERNS = [
+    re.compile(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----", re.S),           # PEM certificates and keys
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),                            # Authorization headers
+    re.compile(r"(?i)((?:token|password|client-key-data|client-certificate-data|certificate-authority-data)"
+               r"['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{6,}"),                             # kubeconfig and config fields
+    re.compile(r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),   # JWTs (service-account tokens)
+]
+
+
+def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
+    for secret in secrets:
+        if len(secret) >= 6:
+            text = text.replace(secret, REDACTED)
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
+    return text
+
+
+def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """Redact every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact(v, secrets) for v in value)
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    return value
+
+
+def known_secrets(api: Any) -> tuple[str, ...]:
+    """Credentials the harness itself holds for the target: they are redacted wherever they appear."""
+    config = getattr(api, "configuration", None)
+    found = []
+    for key in ("api_key",):
+        values = getattr(config, key, None) or {}
+        found += [str(v).removeprefix("Bearer ").strip() for v in values.values()]
+    return tuple(s for s in found if s)
