@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import uuid
+from pathlib import Path
 from typing import NoReturn
 
 from kubernetes import client
@@ -13,6 +16,7 @@ from harness.config import OPTIONS, resolve
 from harness.errors import ConfigError, HarnessError
 from harness.inventory import cross_check, dcgm_gpus, format_inventory, gpu_inventory
 from harness.prometheus import Prometheus, PrometheusUnavailable
+from harness.record.compare import compare
 from harness.sim import build, cluster, nodes
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target, connect
@@ -73,7 +77,11 @@ def parser() -> argparse.ArgumentParser:
     _target_flags(clean)
     run_cmd = commands.add_parser("run", help="run the suites (pytest on suites/); extra arguments go to pytest")
     _target_flags(run_cmd)
+    run_cmd.add_argument("--repeat", type=int, default=1, help="run the suites K times, then compare the runs")
     run_cmd.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
+    compare_cmd = commands.add_parser("compare", help="compare runs: one HTML page from several record.json")
+    compare_cmd.add_argument("records", nargs="+", type=Path)
+    compare_cmd.add_argument("--output", type=Path, default=REPO_ROOT / "reports" / "comparison.html")
     return top
 
 
@@ -144,11 +152,25 @@ def _nodes(args: argparse.Namespace) -> int:
 
 
 def run_suites(args: argparse.Namespace) -> int:
-    import pytest
-
+    """pytest on suites/ (K times with --repeat, each its own run id, then a comparison page)."""
+    if args.repeat < 1:
+        raise ConfigError(f"--repeat must be at least 1, got {args.repeat}")
     passthrough = [a for a in args.pytest_args if a != "--"]
-    options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS if getattr(args, name)]
-    return int(pytest.main([str(REPO_ROOT / "suites"), *options, *passthrough]))
+    options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS
+               if getattr(args, name) and name != "run_id"]
+    base = args.run_id or uuid.uuid4().hex[:8]
+    run_ids = [base] if args.repeat == 1 else [f"{base}-{i + 1}" for i in range(args.repeat)]
+    worst = 0
+    for run_id in run_ids:
+        code = subprocess.call([sys.executable, "-m", "pytest", str(REPO_ROOT / "suites"), f"--run-id={run_id}",
+                                *options, *passthrough], cwd=REPO_ROOT)
+        worst = max(worst, code)
+    if len(run_ids) > 1:
+        reports = Path(args.reports_dir) if args.reports_dir else REPO_ROOT / "reports"
+        out = reports / f"{base}-comparison.html"
+        out.write_text(compare([reports / r / "record.json" for r in run_ids]))
+        print(f"gpupoc: comparison of {len(run_ids)} runs: {out}")
+    return worst
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,6 +189,11 @@ def run(args: argparse.Namespace) -> int:
         return 1 if leftovers else 0
     if args.command == "run":
         return run_suites(args)
+    if args.command == "compare":
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(compare(args.records))
+        print(f"gpupoc: comparison written to {args.output}")
+        return 0
     match args.sim_command:
         case "build":
             build.build(args.components)
@@ -190,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"gpupoc: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (HarnessError, ValueError) as exc:
+    except (HarnessError, ValueError, OSError) as exc:
         print(f"gpupoc: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -101,6 +101,7 @@ def namespace(api: client.ApiClient, gpupoc_config: RunConfig, request: pytest.F
     core = client.CoreV1Api(api)
     name = new_namespace(core, gpupoc_config.run_id, request.node.nodeid)
     yield name
+    record.remember_secrets(request.config, core, name)
     leftover = delete_namespace(core, name, gpupoc_config.profile.timeouts.cleanup)
     if leftover:
         request.node.user_properties.append(("leftover", leftover))

@@ -3,6 +3,7 @@ even when the run fails or is interrupted, every file redacted."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ from harness.sim.paths import REPO_ROOT
 from harness.target import Target
 
 RECORD_KEY = pytest.StashKey[Record]()
+SECRETS_KEY = pytest.StashKey[set[str]]()
 PATHS_KEY = pytest.StashKey[dict[str, Path]]()
 # Deployments of the schedulers on a real cluster: name -> component
 SCHEDULER_DEPLOYMENTS = ("kueue-controller-manager", "volcano-scheduler", "volcano-controllers", "kuberay-operator",
@@ -61,6 +63,23 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
         profile={"name": profile.name, "source": profile.source, "thresholds": profile.thresholds,
                  "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants]})
+
+
+def remember_secrets(config: pytest.Config, core: client.CoreV1Api, namespace: str) -> None:
+    """Values of the Secrets in a namespace the run used, decoded and encoded: redacted wherever they appear."""
+    found = config.stash.setdefault(SECRETS_KEY, set())
+    for secret in core.list_namespaced_secret(namespace).items:
+        for encoded in (secret.data or {}).values():
+            found.add(encoded)
+            try:
+                found.add(base64.b64decode(encoded).decode())
+            except (ValueError, UnicodeDecodeError):
+                pass
+
+
+def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]:
+    remembered: set[str] = config.stash.get(SECRETS_KEY, set())
+    return (known_secrets(target.api) if target else ()) + tuple(remembered)
 
 
 def evidence_dict(ev: Evidence) -> dict[str, Any]:
@@ -142,7 +161,7 @@ def finish(session: pytest.Session, target: Target | None) -> None:
         describe_environment(record, target)
     except Exception as exc:  # the record is written whatever broke; say what could not be described
         record.target = {**record.target, "error": f"environment not described: {exc}"}
-    secrets = known_secrets(target.api) if target else ()
+    secrets = all_secrets(session.config, target)
     redacted = Record(**{**asdict(record), "results": []})
     redacted.results = [Result(**redact(asdict(r), secrets)) for r in record.results]
     redacted.target, redacted.profile = redact(redacted.target, secrets), redact(redacted.profile, secrets)
@@ -160,7 +179,7 @@ def redact_files(config: pytest.Config, target: Target | None) -> None:
     paths = config.stash.get(PATHS_KEY, None)
     if paths is None:
         return
-    secrets = known_secrets(target.api) if target else ()
+    secrets = all_secrets(config, target)
     for key in ("html", "junit", "json"):
         path = Path(config.getoption("htmlpath", None) or paths["html"]) if key == "html" else paths[key]
         if path.exists():
