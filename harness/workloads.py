@@ -15,6 +15,7 @@ from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
+from harness.backends.kueue import workload_status
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline
 from harness.tracker import Tracker
@@ -51,6 +52,11 @@ class Workloads:
         api_version, kind = self.backend.tracked_kind()
         return self._tracker(namespace, api_version, kind, lambda o: self.backend.status(o).state,
                              lambda o: self.backend.status(o).admitted_at)
+
+    def kueue_workloads(self, namespace: str) -> Tracker:
+        """Kueue's Workloads in `namespace` (for backends queued by Kueue whose job object is not one)."""
+        return self._tracker(namespace, "kueue.x-k8s.io/v1beta2", "Workload", lambda o: workload_status(o).state,
+                             lambda o: workload_status(o).admitted_at)
 
     def pods(self, namespace: str) -> Tracker:
         return self._tracker(namespace, "v1", "Pod", pod_state, lambda _: None)

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# `make poc` until the suites exist: bring the sim up, show the cluster and GPU inventory, stop it.
-set -euo pipefail
+# `make poc`: the main job on the sim — every suite on every backend, and the acceptance record.
+# Starts the sim when it is not up (and stops it afterwards); missed thresholds are results, not
+# errors: the exit status is non-zero only when the run itself broke.
+set -uo pipefail
 started=0
 if ! gpupoc sim status >/dev/null 2>&1; then
-  gpupoc sim up
+  gpupoc sim up || exit 1
   started=1
 fi
-trap '[ "$started" = 1 ] && gpupoc sim down' EXIT
+trap '[ "$started" = 1 ] && gpupoc sim down >/dev/null' EXIT
 gpupoc sim status
 gpupoc inventory
+run_id="poc-$(date -u +%Y%m%d-%H%M%S)"
+gpupoc run --run-id "$run_id" -- -q -rfEs
+status=$?
+echo "gpupoc: acceptance record: reports/$run_id/record.html (JSON and JUnit beside it)"
+# pytest: 0 all criteria passed, 1 some criterion failed (a result); anything else broke the run.
+[ "$status" -le 1 ] && exit 0 || exit "$status"
