@@ -24,6 +24,7 @@ from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.safety import destructive_refusal
 from harness.queue_model import apply_queue_model, may_create_queue_model
+from harness.sim import cluster
 from harness.target import Target, connect
 from harness.workloads import Workloads
 
@@ -103,8 +104,7 @@ def namespace(api: client.ApiClient, gpupoc_config: RunConfig, request: pytest.F
     yield name
     record.remember_secrets(request.config, core, name)
     leftover = delete_namespace(core, name, gpupoc_config.profile.timeouts.cleanup)
-    if leftover:
-        request.node.user_properties.append(("leftover", leftover))
+    record.amend_result(request.config, request.node.nodeid, [], [leftover] if leftover else [])
 
 
 _AVAILABILITY: dict[str, str | None] = {}
@@ -144,11 +144,13 @@ def workloads(api: client.ApiClient, backend: Backend, gpupoc_config: RunConfig,
     """Submit jobs through this test's backend; what it created is deleted at teardown, leftovers reported."""
     tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete)
     yield tracked
-    for line in tracked.close():
-        request.node.user_properties.append(("leftover", line))
+    call = request.node.stash.get(CALL_REPORT_KEY, None)
+    diagnostics = tracked.diagnostics() if call is not None and call.failed else []
+    record.amend_result(request.config, request.node.nodeid, diagnostics, tracked.close())
 
 
 EVIDENCE_KEY = pytest.StashKey[list[Evidence]]()
+CALL_REPORT_KEY = pytest.StashKey[pytest.TestReport]()
 
 
 @pytest.fixture()
@@ -181,6 +183,8 @@ def is_harness_error(excinfo: pytest.ExceptionInfo[BaseException] | None) -> boo
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
+    if report.when == "call":
+        item.stash[CALL_REPORT_KEY] = report  # lets fixture teardowns know the test failed
     if report.when == "call" and report.failed and is_harness_error(call.excinfo):
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
     outcome = record_outcome(report)
@@ -233,6 +237,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         leftovers = [f"sweep of run {cfg.run_id} failed: {exc}"]
     for line in leftovers:
         session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
+    if target.started_sim:
+        cluster.down(say=lambda _: None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -23,6 +23,7 @@ class Target:
     api: client.ApiClient
     prometheus_url: str | None
     kubernetes_version: str
+    started_sim: bool = False  # this process started the sim, so it stops it at the end
 
     @property
     def host(self) -> str:
@@ -37,7 +38,7 @@ def _contexts(path: str) -> tuple[list[str], str | None]:
     return [c["name"] for c in contexts], (current or {}).get("name")
 
 
-def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient]:
+def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
     if cfg.kubeconfig is not None:
         names, current = _contexts(str(cfg.kubeconfig))
         context = cfg.context or current
@@ -45,20 +46,22 @@ def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient]:
             raise ConfigError(f"context {context!r} is not in kubeconfig {cfg.kubeconfig}; "
                               f"its contexts: {', '.join(names) or 'none'}")
         try:
-            return "kubeconfig", str(context), kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
+            api = kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
+            return "kubeconfig", str(context), api, False
         except ConfigException as exc:
             raise ConfigError(f"kubeconfig {cfg.kubeconfig}, context {context}: {exc}") from exc
     if in_cluster():
         kube_config.load_incluster_config()
-        return "in-cluster", "in-cluster", client.ApiClient()
-    if not cluster.is_up():
+        return "in-cluster", "in-cluster", client.ApiClient(), False
+    started = not cluster.is_up()
+    if started:
         cluster.up(SimConfig())
-    return "sim", "gpupoc-sim", cluster.api_client()
+    return "sim", "gpupoc-sim", cluster.api_client(), started
 
 
 def connect(cfg: RunConfig) -> Target:
     """Connect and check the API server answers; a clear error when it does not."""
-    kind, context, api = _api_for(cfg)
+    kind, context, api, started = _api_for(cfg)
     try:
         version = client.VersionApi(api).get_code(_request_timeout=API_PROBE_TIMEOUT_S).git_version
     except (urllib3.exceptions.HTTPError, OSError, client.ApiException) as exc:
@@ -66,4 +69,4 @@ def connect(cfg: RunConfig) -> Target:
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
                            "check that the cluster is running and the kubeconfig points at it") from exc
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (cluster.prometheus_url() if kind == "sim" else None)
-    return Target(kind, context, api, prometheus, str(version))
+    return Target(kind, context, api, prometheus, str(version), started)

@@ -23,6 +23,10 @@ from harness.errors import WaitTimeout
 from harness.wait import wait_gone
 
 
+DIAGNOSTIC_LINES = 60
+LOG_BYTES = 4096
+
+
 def pod_state(pod: dict[str, Any]) -> str:
     """Pure: 'pending', 'bound', 'running', 'succeeded', 'failed' of a Pod dict."""
     status = pod.get("status") or {}
@@ -91,6 +95,28 @@ class Workloads:
     def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
         obj = job_object(job, objects)
         return self.backend.status(obj) if obj is not None else None
+
+    def diagnostics(self, max_lines: int = DIAGNOSTIC_LINES, max_log_bytes: int = LOG_BYTES) -> list[str]:
+        """Events of the namespaces this test used, and the logs of its failed pods, bounded in size."""
+        core = client.CoreV1Api(self.api)
+        lines: list[str] = []
+        for namespace in sorted({ns for ns, _, _ in self._submitted}):
+            events = core.list_namespaced_event(namespace).items
+            events.sort(key=lambda e: str(e.last_timestamp or e.event_time or e.metadata.creation_timestamp))
+            lines += [f"{namespace} {e.type} {e.reason} {e.involved_object.kind}/{e.involved_object.name}: "
+                      f"{(e.message or '').strip()[:300]}" for e in events[-max_lines:]]
+            for pod in core.list_namespaced_pod(namespace, label_selector=self.selector).items:
+                if pod.status.phase == "Failed":
+                    lines.append(f"log of {namespace}/{pod.metadata.name}: {self._log(core, pod, max_log_bytes)}")
+        return lines[-max_lines:]
+
+    @staticmethod
+    def _log(core: client.CoreV1Api, pod: Any, max_bytes: int) -> str:
+        try:
+            text = str(core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace, limit_bytes=max_bytes))
+        except client.ApiException as exc:
+            return f"(no log: {exc.reason}; simulated pods have no kubelet to serve logs)"
+        return text[-max_bytes:]
 
     def close(self) -> list[str]:
         """Stop the watches, delete what this test created, wait until gone; return what stayed."""

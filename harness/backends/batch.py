@@ -26,6 +26,9 @@ def batch_status(obj: dict[str, Any]) -> JobStatus:
     if failed and failed.get("status") == "True":
         return JobStatus(FAILED, f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": "),
                          submitted, started, parse_time(failed.get("lastTransitionTime")))
-    if (status.get("active") or 0) > 0:
+    if (status.get("ready") or 0) > 0:
         return JobStatus(RUNNING, "", submitted, started)
-    return JobStatus(QUEUED, "suspended" if (obj.get("spec") or {}).get("suspend") else "", submitted)
+    if (obj.get("spec") or {}).get("suspend"):
+        return JobStatus(QUEUED, "suspended", submitted)
+    # pods exist but none is ready: without a queue in front, they wait for the scheduler
+    return JobStatus(QUEUED, f"{status.get('active') or 0} pod(s) not ready", submitted)

@@ -97,9 +97,8 @@ def add_result(config: pytest.Config, item: pytest.Item, report: pytest.TestRepo
     criterion = evidence[0].criterion if evidence else str(module_criterion or item.nodeid.split("::")[0])
     params = getattr(getattr(item, "callspec", None), "params", {})
     message = "" if outcome == "PASS" else _message(report)
-    leftovers = [str(v) for k, v in report.user_properties if k == "leftover"]
     record.results.append(Result(item.nodeid, criterion, str(params.get("backend", "-")), outcome, message,
-                                 round(report.duration, 3), [evidence_dict(e) for e in evidence], leftovers))
+                                 round(report.duration, 3), [evidence_dict(e) for e in evidence]))
 
 
 def _message(report: pytest.TestReport) -> str:
@@ -107,6 +106,20 @@ def _message(report: pytest.TestReport) -> str:
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     crash = getattr(report.longrepr, "reprcrash", None)
     return str(crash.message) if crash is not None else str(report.longrepr)[-2000:]
+
+
+def amend_result(config: pytest.Config, nodeid: str, diagnostics: list[str], leftovers: list[str]) -> None:
+    """After teardown: what the test's cleanup found (events and logs of a failed test, objects left behind)."""
+    record = config.stash.get(RECORD_KEY, None)
+    if record is None:
+        return
+    for result in record.results:
+        if result.nodeid == nodeid:
+            result.leftovers += leftovers
+            if diagnostics and result.evidence:
+                result.evidence[0]["diagnostics"] = result.evidence[0].get("diagnostics", []) + diagnostics
+            elif diagnostics:
+                result.message += "\n" + "\n".join(diagnostics)
 
 
 def mark_unfinished(session: pytest.Session) -> None:

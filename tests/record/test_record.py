@@ -49,6 +49,8 @@ def test_record_of_a_sim_run_has_gpus_matrix_and_evidence(gang_run: Path) -> Non
     assert [r.outcome for r in cells[("training.gang_admission", "volcano")]] == ["PASS"]
     default = cells[("training.gang_admission", "default")][0]
     assert default.outcome == "FAIL" and "max_partial_pods: 3 pods" in default.message
+    events = default.evidence[0]["diagnostics"]
+    assert any("FailedScheduling" in line or "Scheduled" in line for line in events), events
     assert all(r.evidence and r.evidence[0]["checks"] for r in record.results)
     assert (gang_run / "junit.xml").exists() and "testcase" in (gang_run / "junit.xml").read_text()
 
