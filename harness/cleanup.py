@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from harness.errors import WaitTimeout
 from harness.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL, TEST_LABEL, label_value_for_test
@@ -70,7 +70,10 @@ def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
             namespace = item.metadata.namespace
             if namespace in namespaces:
                 continue  # goes with its namespace
-            resource.delete(name=item.metadata.name, namespace=namespace, propagation_policy="Background")
+            try:
+                resource.delete(name=item.metadata.name, namespace=namespace, propagation_policy="Background")
+            except NotFoundError:
+                continue  # already gone with its owner
             say(f"deleted {kind} {namespace + '/' if namespace else ''}{item.metadata.name}")
     for name in namespaces:
         core.delete_namespace(name, propagation_policy="Background")

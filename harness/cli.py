@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kubernetes import client
+from kubernetes.dynamic.exceptions import DynamicApiError
 
 from harness import cleanup, queue_model
 from harness.config import OPTIONS, resolve
@@ -219,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except (HarnessError, ValueError, OSError) as exc:
         print(f"gpupoc: {exc}", file=sys.stderr)
+        return 1
+    except (client.ApiException, DynamicApiError) as exc:
+        print(f"gpupoc: the API server refused a request: {getattr(exc, 'status', '?')} "
+              f"{getattr(exc, 'reason', exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("gpupoc: interrupted", file=sys.stderr)
