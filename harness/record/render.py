@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 import jinja2
 
 from harness.record.charts import evidence_charts
-from harness.record.model import OUTCOMES, Record, Result
+from harness.record.model import Record, Result
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           autoescape=True, undefined=jinja2.StrictUndefined)
@@ -32,14 +30,4 @@ def sections(record: Record) -> str:
     criteria, backends, cells = record.matrix()
     template = _ENV.get_template("sections.html.j2")
     return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
-                           charts=lambda e: evidence_charts(e), outcomes=OUTCOMES)
-
-
-def standalone(record: Record, title: str) -> str:
-    """The record as a page of its own (for `gpupoc compare` inputs and when pytest-html is absent)."""
-    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head><body>" \
-           f"<h1>{title}</h1>{sections(record)}</body></html>"
-
-
-def check_dicts(evidence: Any) -> list[dict[str, Any]]:
-    return [dict(c) for c in evidence.get("checks", [])]
+                           charts=lambda e: evidence_charts(e))
