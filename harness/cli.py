@@ -15,7 +15,8 @@ from kubernetes.dynamic.exceptions import DynamicApiError
 from harness import cleanup, queue_model
 from harness.config import OPTIONS, resolve
 from harness.errors import ConfigError, HarnessError
-from harness.inventory import cross_check, dcgm_gpus, format_inventory, gpu_inventory
+from harness.gpu_probe import probe_node
+from harness.inventory import NodeGpus, cross_check, dcgm_gpus, format_inventory, gpu_inventory
 from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.record.compare import compare
 from harness.sim import build, cluster, nodes
@@ -72,6 +73,8 @@ def parser() -> argparse.ArgumentParser:
     remove.add_argument("--count", type=int, default=0, help="remove the newest N simulated nodes")
     inventory = commands.add_parser("inventory", help="print the cluster's nodes and GPU inventory")
     _target_flags(inventory)
+    inventory.add_argument("--probe-namespace", default=None,
+                           help="real clusters: run nvidia-smi in a one-GPU probe Pod per GPU node, in this namespace")
     setup = commands.add_parser("setup", help="apply the reference queue model (sim and kind only)")
     _target_flags(setup)
     clean = commands.add_parser("clean", help="delete what gpupoc runs left behind (never the queue model)")
@@ -101,13 +104,27 @@ def _core() -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
 
 
-def print_inventory(target: Target) -> None:
+def probe_gpus(target: Target, namespace: str, inventory: list[NodeGpus], timeout_s: float) -> None:
+    real = [g for g in inventory if not g.simulated]
+    if not real:
+        print("nvidia-smi probe skipped: every GPU node is simulated (no driver to ask)")
+        return
+    core = client.CoreV1Api(target.api)
+    for gpus in real:
+        for name, driver, memory in probe_node(core, namespace, gpus.node, "nvidia.com/gpu", timeout_s):
+            agree = "agrees" if driver == gpus.driver_version else f"labels say {gpus.driver_version}"
+            print(f"{gpus.node}: nvidia-smi: {name}, driver {driver} ({agree}), {memory}")
+
+
+def print_inventory(target: Target, probe_namespace: str | None = None, probe_timeout_s: float = 300) -> None:
     core = client.CoreV1Api(target.api)
     raw = [target.api.sanitize_for_serialization(n) for n in core.list_node().items]
     print(f"cluster: {target.host} ({target.kind}, context {target.context}, Kubernetes "
           f"{target.kubernetes_version}), {len(raw)} node(s)")
     inventory = gpu_inventory(raw)
     print(format_inventory(inventory))
+    if probe_namespace:
+        probe_gpus(target, probe_namespace, inventory, probe_timeout_s)
     if target.prometheus_url:
         try:
             series = Prometheus(target.prometheus_url).instant("DCGM_FI_DEV_GPU_UTIL")
@@ -176,7 +193,7 @@ def run_suites(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "inventory":
-        print_inventory(_connect(args))
+        print_inventory(_connect(args), args.probe_namespace)
         return 0
     if args.command == "setup":
         target = _connect(args)

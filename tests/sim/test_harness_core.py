@@ -51,11 +51,12 @@ def test_a_gang_is_submitted_tracked_and_finishes(backend: Backend, workloads: W
 
 
 def test_inventory_command_shows_the_gpus(sim_api: client.ApiClient) -> None:
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "inventory"], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "inventory", "--probe-namespace=default"],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "NVIDIA-H100-80GB-HBM3" in result.stdout and "550.90.07" in result.stdout
     assert "GPU node(s)" in result.stdout
+    assert "nvidia-smi probe skipped: every GPU node is simulated" in result.stdout
 
 
 def test_prometheus_answers_histogram_quantiles(prometheus: Prometheus) -> None:
