@@ -86,6 +86,15 @@ class Backend(Protocol):
 
 
 
+def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
+    """The tenant's queue for `backend` from the profile, or an error naming the missing field."""
+    queue = job.tenant.queues.get(backend)
+    if not queue:
+        raise ValueError(f"tenant {job.tenant.name} has no {backend} queue in the profile "
+                         f"(tenants[].queues.{backend}){why}")
+    return queue
+
+
 def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import GangJob, JobStatus
+from harness.backends.base import GangJob, JobStatus, tenant_queue
 from harness.backends.batch import batch_job, batch_status
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -26,9 +26,7 @@ class KaiBackend:
                 or missing_controller_reason(api, self.name, ("kai-scheduler",), ("kai-scheduler",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = job.tenant.queues.get("kai")
-        if not queue:
-            raise ValueError(f"tenant {job.tenant.name} has no kai queue in the profile (tenants[].queues.kai)")
+        queue = tenant_queue(job, "kai")
         manifest = batch_job(job, {QUEUE_LABEL: queue})
         pod = manifest["spec"]["template"]
         pod["metadata"]["labels"][QUEUE_LABEL] = queue

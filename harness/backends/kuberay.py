@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
-                                   parse_time)
+                                   parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import QUEUE_LABEL
 
@@ -46,9 +46,7 @@ class KubeRayBackend:
                 or missing_crd_reason(api, "kueue.x-k8s.io", "Workload", "kueue (queues RayJobs)"))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = job.tenant.queues.get("kueue")
-        if not queue:
-            raise ValueError(f"tenant {job.tenant.name} has no kueue queue in the profile: RayJobs are queued by Kueue")
+        queue = tenant_queue(job, "kueue", ": RayJobs are queued by Kueue")
         template = job.pod_template()
         head = {"metadata": template["metadata"], "spec": {**template["spec"], "restartPolicy": "Always",
                                                             "containers": [{**template["spec"]["containers"][0],

@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
-                                   condition, condition_time, condition_true, created_at, parse_time)
+                                   condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
 
@@ -49,10 +49,7 @@ class KueueBackend:
                 or missing_controller_reason(api, self.name, ("kueue",), ("kueue-controller-manager",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = job.tenant.queues.get("kueue")
-        if not queue:
-            raise ValueError(f"tenant {job.tenant.name} has no kueue queue in the profile (tenants[].queues.kueue)")
-        return [batch_job(job, {QUEUE_LABEL: queue})]
+        return [batch_job(job, {QUEUE_LABEL: tenant_queue(job, "kueue")})]
 
     def tracked_kind(self) -> tuple[str, str]:
         return API_VERSION, "Workload"

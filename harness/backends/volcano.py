@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
-                                   parse_time)
+                                   parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -41,9 +41,7 @@ class VolcanoBackend:
                                              ("volcano-scheduler",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = job.tenant.queues.get("volcano")
-        if not queue:
-            raise ValueError(f"tenant {job.tenant.name} has no volcano queue in the profile (tenants[].queues.volcano)")
+        queue = tenant_queue(job, "volcano")
         on_failure = "RestartJob" if job.restart_on_failure else "AbortJob"
         spec: dict[str, Any] = {
             "minAvailable": job.pods, "schedulerName": SCHEDULER_NAME, "queue": queue, "maxRetry": job.max_retries,
