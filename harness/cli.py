@@ -55,7 +55,9 @@ def parser() -> argparse.ArgumentParser:
     sim = commands.add_parser("sim", help="the local simulated GPU cluster")
     sim_commands = sim.add_subparsers(dest="sim_command", required=True, parser_class=OneLineParser)
     build_cmd = sim_commands.add_parser("build", help="compile the sim's components from the Go module proxy")
-    build_cmd.add_argument("components", nargs="*", help="only these (default: all)")
+    build_cmd.add_argument("components", nargs="*", help="only these (default: all but the optional ones)")
+    build_cmd.add_argument("--with", dest="with_optional", action="append", default=[], metavar="NAME",
+                           help="also build an optional scheduler: kai (KAI-Scheduler)")
     up = sim_commands.add_parser("up", help="start the sim and its GPU nodes")
     up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
     up.add_argument("--schedulers", default=",".join(DEFAULT_SCHEDULERS),
@@ -214,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     match args.sim_command:
         case "build":
-            build.build(args.components)
+            build.build(args.components, with_optional=args.with_optional)
             return 0
         case "up":
             cluster.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args), schedulers=parse_schedulers(args.schedulers)))

@@ -26,6 +26,9 @@ LOG_TAIL_LINES = 25
 # Staging modules that only hold examples: no binary imports them and the proxy does not serve them all.
 SKIPPED_STAGING_PREFIX = "k8s.io/sample-"
 PINNED_BUILD_DATE = "2026-01-01T00:00:00Z"
+# KAI-Scheduler's processes (cmd/<name> without the prefix); prefixed so `scheduler` is not ambiguous.
+KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller")
+OPTIONAL = {"kai": "kai-scheduler"}  # `--with` name -> recipe
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Recipe:
     ldflags: str = "-s -w"
     wrapper_go_mod: Callable[[], str] | None = None  # None: `go install pkg@version`
     extra_env: dict[str, str] = field(default_factory=dict)
+    optional: bool = False  # built only when asked for by name (`--with`)
 
     @property
     def stamp(self) -> str:
@@ -147,6 +151,11 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                ("k8s.io/kube-state-metrics/v2",),
                wrapper_go_mod=lambda: plain_wrapper("kube-state-metrics", "k8s.io/kube-state-metrics/v2",
                                                     pins.kube_state_metrics, log_dir / "kube-state-metrics.log")),
+        Recipe("kai-scheduler", pins.kai_scheduler, KAI_BINARIES,
+               tuple(f"{pins.kai_scheduler_module}/cmd/{b.removeprefix('kai-')}" for b in KAI_BINARIES),
+               wrapper_go_mod=lambda: plain_wrapper("kai-scheduler", pins.kai_scheduler_module, pins.kai_scheduler,
+                                                    log_dir / "kai-scheduler.log"),
+               optional=True),
     ]
 
 
@@ -183,7 +192,22 @@ def require_go() -> None:
                           "(the sim is compiled from Go modules) and re-run `gpupoc sim build`")
 
 
-def build(only: Sequence[str] = (), say: Callable[[str], None] = print) -> dict[str, float]:
+def selected(all_recipes: Sequence[Recipe], only: Sequence[str], with_optional: Sequence[str]) -> list[Recipe]:
+    """`only` names recipes; otherwise every default one plus the optional ones named by `with_optional`."""
+    unknown = [w for w in with_optional if w not in OPTIONAL]
+    known = {r.name for r in all_recipes}
+    unknown += [o for o in only if o not in known]
+    if unknown:
+        raise ConfigError(f"unknown component(s) {', '.join(unknown)}: components are {', '.join(sorted(known))}; "
+                          f"--with takes {', '.join(OPTIONAL)}")
+    if only:
+        return [r for r in all_recipes if r.name in only]
+    extra = {OPTIONAL[w] for w in with_optional}
+    return [r for r in all_recipes if not r.optional or r.name in extra]
+
+
+def build(only: Sequence[str] = (), say: Callable[[str], None] = print,
+          with_optional: Sequence[str] = ()) -> dict[str, float]:
     """Build every component whose binaries are missing or stale; return seconds per component."""
     require_go()
     pins = load_pins()
@@ -191,7 +215,7 @@ def build(only: Sequence[str] = (), say: Callable[[str], None] = print) -> dict[
     log_dir.mkdir(parents=True, exist_ok=True)
     paths.bin_dir().mkdir(parents=True, exist_ok=True)
     (paths.bin_dir() / ".stamps").mkdir(exist_ok=True)
-    todo = [r for r in recipes(pins, log_dir) if not only or r.name in only]
+    todo = selected(recipes(pins, log_dir), only, with_optional)
     timings: dict[str, float] = {}
     for index, recipe in enumerate(todo, 1):
         label = f"[{index}/{len(todo)}] {recipe.name} {recipe.version} ({', '.join(recipe.binaries)})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -82,7 +83,7 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
     for name, user in (("kube-controller-manager", "system:kube-controller-manager"),
                        ("kube-scheduler", "system:kube-scheduler"), ("kwok-controller", "gpupoc-kwok"),
                        ("kueue", "gpupoc-kueue"), ("volcano", "gpupoc-volcano"), ("kuberay", "gpupoc-kuberay"),
-                       ("kube-state-metrics", "gpupoc-kube-state-metrics")):
+                       ("kube-state-metrics", "gpupoc-kube-state-metrics"), ("kai-scheduler", "gpupoc-kai-scheduler")):
         files.write_kubeconfig(lay.component_kubeconfig(name), files.kubeconfig(server, ca.cert, tokens[user]))
     token = lay.root / "prometheus.token"
     prom = files.prometheus_config(cfg.ports, token, stack.scrape_jobs(cfg.ports, cfg.schedulers, token))
@@ -124,14 +125,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     lay.root.mkdir(parents=True, exist_ok=True)
     components = control_plane(lay, cfg.ports)
     scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
-    extra_ports = {"etcd peer": cfg.ports.etcd_peer}
-    if "kueue" in cfg.schedulers:
-        extra_ports |= {"kueue webhook": cfg.ports.kueue_webhook, "kueue metrics": cfg.ports.kueue_metrics}
-    if "volcano" in cfg.schedulers:
-        extra_ports |= {"volcano metrics": cfg.ports.volcano_scheduler_metrics,
-                        "volcano controllers metrics": cfg.ports.volcano_controllers_metrics}
-    if "kuberay" in cfg.schedulers:
-        extra_ports |= {"kuberay metrics": cfg.ports.kuberay_metrics}
+    extra_ports = {"etcd peer": cfg.ports.etcd_peer} | stack.extra_ports(cfg.ports, cfg.schedulers)
     _check_ports(components + scheduler_components, extra_ports)
     started = time.monotonic()
     _prepare_files(lay, cfg)
@@ -140,7 +134,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
                              "schedulers": list(cfg.schedulers), "started_at": time.time()}
 
     def start(component: Component) -> None:
-        pid = procs.start(list(component.argv), lay.log(component.name))
+        pid = procs.start(list(component.argv), lay.log(component.name),
+                          env={**os.environ, **dict(component.env)} if component.env else None)
         state["components"][component.name] = {
             "pid": pid, "binary": component.binary, "port": component.port, "health_url": component.health_url,
             "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
@@ -158,6 +153,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         names = nodes.add_nodes(core, cfg.nodes, cfg.gpu)
         if cfg.schedulers:
             stack.install_crds(api, cfg.schedulers)
+            if "kai" in cfg.schedulers:
+                stack.create_kai_defaults(api)
             for component in scheduler_components:
                 start(component)
             if "kueue" in cfg.schedulers:

@@ -63,6 +63,7 @@ class Component:
     port: int
     bearer_token_file: Path | None = None  # for health probes that need credentials
     known_version: str | None = None  # for binaries without a harmless --version flag
+    env: tuple[tuple[str, str], ...] = ()  # added to the environment it starts with
 
     @property
     def binary(self) -> str:
@@ -100,10 +101,10 @@ def prometheus_binary() -> str:
     return found
 
 
-def binary(name: str) -> str:
+def binary(name: str, build_command: str = "gpupoc sim build") -> str:
     path = paths.bin_dir() / name
     if not path.exists():
-        raise ConfigError(f"{name} is not built ({path} missing): run `gpupoc sim build` first")
+        raise ConfigError(f"{name} is not built ({path} missing): run `{build_command}` first")
     return str(path)
 
 

@@ -146,6 +146,43 @@ class Ports:
     def kube_state_metrics_telemetry(self) -> int:
         return self.base + 631
 
+    # KAI-Scheduler: scheduler, binder, pod-grouper, queue and pod-group controllers.
+    @property
+    def kai_scheduler_metrics(self) -> int:
+        return self.base + 640
+
+    @property
+    def kai_scheduler_plugins(self) -> int:
+        return self.base + 641
+
+    @property
+    def kai_binder_metrics(self) -> int:
+        return self.base + 642
+
+    @property
+    def kai_binder_health(self) -> int:
+        return self.base + 643
+
+    @property
+    def kai_podgrouper_metrics(self) -> int:
+        return self.base + 644
+
+    @property
+    def kai_podgrouper_health(self) -> int:
+        return self.base + 645
+
+    @property
+    def kai_queuecontroller_metrics(self) -> int:
+        return self.base + 646
+
+    @property
+    def kai_podgroupcontroller_metrics(self) -> int:
+        return self.base + 647
+
+    @property
+    def kai_podgroupcontroller_health(self) -> int:
+        return self.base + 648
+
 
 def ports_from_env() -> Ports:
     raw = os.environ.get(PORT_BASE_ENV, str(DEFAULT_PORT_BASE))

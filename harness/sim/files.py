@@ -22,6 +22,7 @@ IDENTITIES: dict[str, tuple[str, ...]] = {
     "gpupoc-volcano": ("system:masters",),
     "gpupoc-kuberay": ("system:masters",),
     "gpupoc-kube-state-metrics": ("system:masters",),
+    "gpupoc-kai-scheduler": ("system:masters",),
 }
 SCRAPE_INTERVAL = "5s"
 

@@ -1,4 +1,4 @@
-"""The scheduler stack on the sim: Kueue, Volcano, KubeRay (+ kube-state-metrics), as real controllers.
+"""The scheduler stack on the sim: Kueue, Volcano, KubeRay, KAI-Scheduler (+ kube-state-metrics), as real controllers.
 
 Each runs out of cluster with the sim's kubeconfig, leader election off, on its own 127.0.0.1
 ports. CRDs come from the controllers' own Go modules (the module cache), never from this repo.
@@ -45,6 +45,13 @@ CRD_DIRS = {  # scheduler -> (module, pinned-version attribute, CRD directory in
     "kuberay": ("github.com/ray-project/kuberay/ray-operator", "kuberay", "config/crd/bases"),
 }
 KUEUE_WEBHOOKS = ("sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml")
+KAI_CRDS = "deployments/kai-scheduler/crds"
+# Namespaces KAI's scheduler and binder work in (its own, and where it would put GPU-sharing reservation pods).
+KAI_NAMESPACES = ("kai-scheduler", "kai-resource-reservation")
+KAI_SCHEDULER_NAME = "kai-scheduler"
+# KAI's pod-grouper puts a workload without a queue label in `default-queue`; KAI's quick start creates it
+# under a parent queue. Quota 0, unlimited: it only borrows what no other queue uses.
+KAI_DEFAULT_QUEUES = (("default-parent-queue", None), ("default-queue", "default-parent-queue"))
 
 
 def _module_dir(scheduler_module: str, pin: str) -> Path:
@@ -53,10 +60,10 @@ def _module_dir(scheduler_module: str, pin: str) -> Path:
 
 def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> list[Component]:
     """The processes of the requested schedulers, plus kube-state-metrics whenever any is asked for."""
-    if "kai" in schedulers:
-        raise ConfigError("KAI-Scheduler is not yet available on the sim: drop kai from --schedulers")
     pins = load_pins()
     result: list[Component] = []
+    if "kai" in schedulers:
+        result += kai_components(layout, ports, pins.kai_scheduler)
     if "kueue" in schedulers:
         result.append(Component("kueue", (
             binary("kueue"), f"--config={layout.root / 'kueue-config.yaml'}",
@@ -98,6 +105,68 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> lis
     return result
 
 
+def kai_components(layout: Layout, ports: Ports, version: str) -> list[Component]:
+    """KAI-Scheduler's five processes. They read the kubeconfig from KUBECONFIG (not all parse --kubeconfig);
+    their webhooks (queue and pod-group validation) are off, as nothing here needs them."""
+    env = (("KUBECONFIG", str(layout.component_kubeconfig("kai-scheduler"))),)
+    known = f"kai-scheduler {version}"
+
+    def metrics(port: int) -> str:
+        return f"http://127.0.0.1:{port}/metrics"
+
+    def ready(port: int) -> str:
+        return f"http://127.0.0.1:{port}/readyz"
+
+    def kai(name: str) -> str:
+        return binary(name, "gpupoc sim build --with kai")
+
+    return [
+        Component("kai-queuecontroller", (
+            kai("kai-queuecontroller"), "--leader-elect=false", "--enable-webhook=false",
+            f"--metrics-listen-address=127.0.0.1:{ports.kai_queuecontroller_metrics}",
+        ), metrics(ports.kai_queuecontroller_metrics), ports.kai_queuecontroller_metrics, known_version=known, env=env),
+        Component("kai-podgroupcontroller", (
+            kai("kai-podgroupcontroller"), "--leader-elect=false", "--enable-podgroup-webhook=false",
+            f"--metrics-bind-address=127.0.0.1:{ports.kai_podgroupcontroller_metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{ports.kai_podgroupcontroller_health}",
+        ), ready(ports.kai_podgroupcontroller_health), ports.kai_podgroupcontroller_health, known_version=known,
+            env=env),
+        Component("kai-podgrouper", (
+            kai("kai-podgrouper"), "--leader-elect=false", f"--scheduler-name={KAI_SCHEDULER_NAME}",
+            f"--metrics-bind-address=127.0.0.1:{ports.kai_podgrouper_metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{ports.kai_podgrouper_health}",
+        ), ready(ports.kai_podgrouper_health), ports.kai_podgrouper_health, known_version=known, env=env),
+        Component("kai-binder", (
+            kai("kai-binder"), "--leader-elect=false", f"--scheduler-name={KAI_SCHEDULER_NAME}",
+            f"--metrics-bind-address=127.0.0.1:{ports.kai_binder_metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{ports.kai_binder_health}",
+        ), metrics(ports.kai_binder_metrics), ports.kai_binder_metrics, known_version=known, env=env),
+        Component("kai-scheduler", (
+            kai("kai-scheduler"), "--leader-elect=false", f"--scheduler-name={KAI_SCHEDULER_NAME}",
+            f"--namespace={KAI_NAMESPACES[0]}", f"--listen-address=127.0.0.1:{ports.kai_scheduler_metrics}",
+            f"--plugin-server-port={ports.kai_scheduler_plugins}",  # binds all interfaces: KAI takes a port only
+        ), metrics(ports.kai_scheduler_metrics), ports.kai_scheduler_metrics, known_version=known, env=env),
+    ]
+
+
+def extra_ports(ports: Ports, schedulers: tuple[str, ...]) -> dict[str, int]:
+    """Ports the stack listens on besides each component's health port (checked free before start)."""
+    wanted: dict[str, int] = {}
+    if "kueue" in schedulers:
+        wanted |= {"kueue webhook": ports.kueue_webhook, "kueue metrics": ports.kueue_metrics}
+    if "volcano" in schedulers:
+        wanted |= {"volcano metrics": ports.volcano_scheduler_metrics,
+                   "volcano controllers metrics": ports.volcano_controllers_metrics}
+    if "kuberay" in schedulers:
+        wanted |= {"kuberay metrics": ports.kuberay_metrics}
+    if "kai" in schedulers:
+        wanted |= {"kai scheduler plugins": ports.kai_scheduler_plugins,
+                   "kai binder health": ports.kai_binder_health,
+                   "kai podgrouper metrics": ports.kai_podgrouper_metrics,
+                   "kai podgroupcontroller metrics": ports.kai_podgroupcontroller_metrics}
+    return wanted
+
+
 def scrape_jobs(ports: Ports, schedulers: tuple[str, ...], token_path: Path) -> list[dict[str, Any]]:
     """Prometheus jobs for the stack: Kueue over HTTPS with a bearer token, the rest plain HTTP."""
     jobs = []
@@ -108,6 +177,9 @@ def scrape_jobs(ports: Ports, schedulers: tuple[str, ...], token_path: Path) -> 
                  files.http_job("volcano-controller-manager", ports.volcano_controllers_metrics)]
     if "kuberay" in schedulers:
         jobs.append(files.http_job("kuberay-operator", ports.kuberay_metrics))
+    if "kai" in schedulers:
+        jobs += [files.http_job("kai-scheduler", ports.kai_scheduler_metrics),
+                 files.http_job("kai-queuecontroller", ports.kai_queuecontroller_metrics)]
     if schedulers:
         jobs.append(files.http_job("kube-state-metrics", ports.kube_state_metrics))
     return jobs
@@ -146,7 +218,23 @@ def install_crds(api: client.ApiClient, schedulers: tuple[str, ...]) -> None:
         if scheduler in CRD_DIRS:
             module, pin, sub = CRD_DIRS[scheduler]
             docs += crds.load_documents(_module_dir(module, getattr(pins, pin)) / sub)
+    if "kai" in schedulers:
+        docs += crds.load_documents(_module_dir(pins.kai_scheduler_module, pins.kai_scheduler) / KAI_CRDS)
     crds.apply_crds(api, docs)
+
+
+def create_kai_defaults(api: client.ApiClient) -> None:
+    """KAI's namespaces and its default queue, before its processes start."""
+    objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                                     for name in KAI_NAMESPACES]
+    unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+    for name, parent in KAI_DEFAULT_QUEUES:
+        spec: dict[str, Any] = {"resources": {r: dict(unlimited) for r in ("cpu", "gpu", "memory")}}
+        if parent:
+            spec["parentQueue"] = parent
+        objects.append({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
+                        "spec": spec})
+    apply_objects(api, objects)
 
 
 def register_kueue_webhooks(api: client.ApiClient, layout: Layout, ports: Ports) -> None:

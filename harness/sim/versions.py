@@ -20,6 +20,8 @@ class Pins:
     volcano_apis: str
     kuberay: str
     kube_state_metrics: str
+    kai_scheduler: str
+    kai_scheduler_module: str
 
     @property
     def kubernetes_staging(self) -> str:
@@ -31,7 +33,8 @@ def load_pins(path: Path = VERSIONS_FILE) -> Pins:
     try:
         data = tomllib.loads(path.read_text())
         versions = {name.replace("-", "_"): str(table["version"]) for name, table in data.items()}
-        return Pins(**versions, volcano_apis=str(data["volcano"]["apis_version"]))
+        return Pins(**versions, volcano_apis=str(data["volcano"]["apis_version"]),
+                    kai_scheduler_module=str(data["kai-scheduler"]["module"]))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: cannot read pinned versions ({exc}); every table needs a version, "
-                          "and [volcano] an apis_version") from exc
+                          "[volcano] an apis_version and [kai-scheduler] a module") from exc
