@@ -1,6 +1,8 @@
 # gpupoc: two set-up commands for a fresh machine, `make poc` and `make test`.
 PYTHON ?= python3
 STAMP := .venv-installed
+# Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai).
+export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai
 
 .PHONY: poc test install build unit clean-sim
 
@@ -12,7 +14,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 build: install
-	gpupoc sim build
+	gpupoc sim build --with kai
 
 # The main job: build the sim, start it, print the cluster and GPU inventory, stop it.
 poc: build

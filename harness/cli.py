@@ -23,8 +23,8 @@ from harness.sim import build, cluster, nodes
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target, connect
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
-                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, DEFAULT_SCHEDULERS, GpuSpec, SimConfig,
-                                parse_schedulers)
+                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, SCHEDULERS_ENV, GpuSpec, SimConfig,
+                                parse_schedulers, schedulers_from_env)
 
 EXIT_USAGE = 2
 
@@ -60,8 +60,9 @@ def parser() -> argparse.ArgumentParser:
                            help="also build an optional scheduler: kai (KAI-Scheduler)")
     up = sim_commands.add_parser("up", help="start the sim and its GPU nodes")
     up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
-    up.add_argument("--schedulers", default=",".join(DEFAULT_SCHEDULERS),
-                    help="comma-separated: kueue,volcano,kuberay,kai, or 'none' (default: %(default)s)")
+    up.add_argument("--schedulers", default=",".join(schedulers_from_env()) or "none",
+                    help=f"comma-separated: kueue,volcano,kuberay,kai, or 'none' (default: %(default)s; "
+                         f"from {SCHEDULERS_ENV} when set); kai needs `gpupoc sim build --with kai`")
     _gpu_flags(up)
     sim_commands.add_parser("down", help="stop every process `sim up` started")
     sim_commands.add_parser("status", help="each component: pid, running, healthy, version")

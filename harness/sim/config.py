@@ -194,6 +194,12 @@ def ports_from_env() -> Ports:
 
 DEFAULT_SCHEDULERS = ("kueue", "volcano", "kuberay")
 KNOWN_SCHEDULERS = (*DEFAULT_SCHEDULERS, "kai")
+SCHEDULERS_ENV = "GPUPOC_SIM_SCHEDULERS"  # what a sim started without --schedulers runs (e.g. by the pytest plugin)
+
+
+def schedulers_from_env() -> tuple[str, ...]:
+    raw = os.environ.get(SCHEDULERS_ENV)
+    return DEFAULT_SCHEDULERS if raw is None else parse_schedulers(raw)
 
 
 @dataclass(frozen=True)
@@ -201,7 +207,7 @@ class SimConfig:
     nodes: int = DEFAULT_NODES
     gpu: GpuSpec = field(default_factory=GpuSpec)
     ports: Ports = field(default_factory=ports_from_env)
-    schedulers: tuple[str, ...] = DEFAULT_SCHEDULERS
+    schedulers: tuple[str, ...] = field(default_factory=schedulers_from_env)
 
     def __post_init__(self) -> None:
         if self.nodes < 0:

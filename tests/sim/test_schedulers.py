@@ -24,7 +24,8 @@ LONG_RUN = {"sim.gpupoc.io/run-for": "600s"}
 
 def requires(scheduler: str) -> None:
     state = cluster.running_components(cluster.layout())
-    component = {"volcano": "volcano-scheduler", "kuberay": "kuberay-operator"}.get(scheduler, scheduler)
+    component = {"volcano": "volcano-scheduler", "kuberay": "kuberay-operator",
+                 "kai": "kai-scheduler"}.get(scheduler, scheduler)
     if not state.get(component):
         pytest.skip(f"{scheduler} is not running on this sim (gpupoc sim up --schedulers ...)")
 
@@ -116,12 +117,7 @@ def volcano_job(name: str, namespace: str, replicas: int, gpus: int) -> dict[str
 def test_volcano_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core: client.CoreV1Api,
                                                 dynamic: DynamicClient, namespace: str) -> None:
     requires("volcano")
-    gpu_nodes = nodes.simulated_node_names(core)
-    # Fill every node but three, so a gang of 4 whole-node pods cannot fit.
-    for i, node in enumerate(gpu_nodes[3:]):
-        core.create_namespaced_pod(namespace, {"metadata": {"name": f"filler-{i}"}, "spec": {
-            "nodeName": node, "containers": [{"name": "c", "image": "sim/x:1",
-                                              "resources": {"limits": {GPU: str(DEFAULT_GPUS_PER_NODE)}}}]}})
+    fill_all_but(core, namespace, 3)  # a gang of 4 whole-node pods cannot fit
     apply_objects(sim_api, [volcano_job("gang", namespace, 4, DEFAULT_GPUS_PER_NODE)])
     podgroups = dynamic.resources.get(api_version="scheduling.volcano.sh/v1beta1", kind="PodGroup")
     wait_for(podgroups.get, f"PodGroup of {namespace}/gang",
@@ -138,6 +134,52 @@ def test_volcano_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core
                      lambda pods: len(pods) == 4 and all(p.spec.node_name for p in pods.values()),
                      timeout_s=TIMEOUT_S, describe=lambda pods: str({n: p.spec.node_name for n, p in pods.items()}),
                      namespace=namespace, label_selector="volcano.sh/job-name=gang")
+    finally:
+        nodes.remove_nodes(core, added)
+
+
+def fill_all_but(core: client.CoreV1Api, namespace: str, free: int) -> None:
+    """Bind whole-node filler pods to every simulated node but `free` of them."""
+    for i, node in enumerate(nodes.simulated_node_names(core)[free:]):
+        core.create_namespaced_pod(namespace, {"metadata": {"name": f"filler-{i}"}, "spec": {
+            "nodeName": node, "containers": [{"name": "c", "image": "sim/x:1",
+                                              "resources": {"limits": {GPU: str(DEFAULT_GPUS_PER_NODE)}}}]}})
+
+
+def kai_gang(name: str, namespace: str, pods: int, gpus: int) -> list[dict[str, Any]]:
+    """KAI's explicit gang: a PodGroup with minMember, and bare pods that name it."""
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": namespace},
+             "spec": {"minMember": pods, "queue": "default-queue"}}
+    members = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{name}-{i}", "namespace": namespace, "labels": {"gang": name},
+        "annotations": {"pod-group-name": name, **LONG_RUN}}, "spec": {
+        "schedulerName": "kai-scheduler", "restartPolicy": "Never", "containers": [{
+            "name": "train", "image": "sim/trainer:1", "resources": {"limits": {GPU: str(gpus)}}}]}}
+        for i in range(pods)]
+    return [group, *members]
+
+
+def test_kai_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core: client.CoreV1Api,
+                                            dynamic: DynamicClient, namespace: str) -> None:
+    requires("kai")
+    fill_all_but(core, namespace, 3)
+    apply_objects(sim_api, kai_gang("gang", namespace, 4, DEFAULT_GPUS_PER_NODE))
+    podgroups = dynamic.resources.get(api_version="scheduling.run.ai/v2alpha2", kind="PodGroup")
+    wait_for(podgroups.get, f"PodGroup {namespace}/gang unschedulable",
+             lambda pg: any(c.get("reason") == "Unschedulable"
+                            for c in (pg.to_dict().get("status") or {}).get("schedulingConditions") or []),
+             timeout_s=TIMEOUT_S, describe=lambda pg: str(pg.to_dict().get("status")), namespace=namespace)
+    bound = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="gang=gang").items
+             if p.spec.node_name]
+    assert bound == [], f"gang pods bound while the gang cannot fit: {bound}"
+
+    added = nodes.add_nodes(core, 1, GpuSpec())
+    try:
+        wait_for_set(core.list_namespaced_pod, f"KAI gang {namespace}/gang after a node was added",
+                     lambda pods: len(pods) == 4 and all(p.spec.node_name for p in pods.values()),
+                     timeout_s=TIMEOUT_S, describe=lambda pods: str({n: p.spec.node_name for n, p in pods.items()}),
+                     namespace=namespace, label_selector="gang=gang")
     finally:
         nodes.remove_nodes(core, added)
 
@@ -203,6 +245,12 @@ def test_kueue_admissions_are_in_prometheus(sim_api: client.ApiClient, namespace
 def test_volcano_latency_is_in_prometheus(sim_api: client.ApiClient) -> None:
     requires("volcano")
     wait_for_series('volcano_e2e_scheduling_latency_milliseconds_count{job="volcano-scheduler"}')
+
+
+def test_kai_metrics_are_in_prometheus(sim_api: client.ApiClient) -> None:
+    requires("kai")
+    wait_for_series('kai_e2e_scheduling_latency_milliseconds{job="kai-scheduler"}')  # a gauge in KAI
+    wait_for_series('kai_queue_allocated_gpus{job="kai-queuecontroller"}')
 
 
 def test_pod_phases_are_in_prometheus(core: client.CoreV1Api, namespace: str) -> None:
