@@ -60,6 +60,11 @@ class Tracker:
         """Call `listener(event_type, object)` for every event: for checks that must hold at every moment."""
         self._listeners.append(listener)
 
+    def poke(self) -> None:
+        """Re-evaluate waits now: for predicates that also read another tracker's objects."""
+        with self._changed:
+            self._changed.notify_all()
+
     def _record(self, event: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         if event == "DELETED":

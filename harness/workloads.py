@@ -14,7 +14,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
-from harness.backends import Backend, GangJob, JobStatus
+from harness.backends import Backend, GangJob, JobStatus, kai
+from harness.backends.base import JOB_LABEL
 from harness.backends.kueue import workload_status
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline
@@ -54,8 +55,12 @@ class Workloads:
     def jobs(self, namespace: str) -> Tracker:
         """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""
         api_version, kind = self.backend.tracked_kind()
-        return self._tracker(namespace, api_version, kind, lambda o: self.backend.status(o).state,
-                             lambda o: self.backend.status(o).admitted_at)
+        fresh = (namespace, kind) not in self._trackers
+        tracker = self._tracker(namespace, api_version, kind, lambda o: self.backend.status(o).state,
+                                lambda o: self.backend.status(o).admitted_at)
+        if fresh and _state_from_pods(self.backend):  # its waits read the pods too: wake them on pod events
+            self.pods(namespace).on_event(lambda _event, _pod: tracker.poke())
+        return tracker
 
     def kueue_workloads(self, namespace: str) -> Tracker:
         """Kueue's Workloads in `namespace` (for backends queued by Kueue whose job object is not one)."""
@@ -90,11 +95,18 @@ class Workloads:
         dynamic = DynamicClient(self.api)
         for manifest in self.backend.manifests(job):
             resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
-            resource.delete(name=job.name, namespace=job.tenant.namespace, propagation_policy="Background")
+            resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
+                            propagation_policy="Background")
 
     def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
         obj = job_object(job, objects)
-        return self.backend.status(obj) if obj is not None else None
+        if obj is None:
+            return None
+        status = self.backend.status(obj)
+        if _state_from_pods(self.backend):
+            pods = list(self.pods(job.tenant.namespace).objects.values())
+            status = kai.job_status(status, [p for p in pods if _job_of(p) == job.name], job.pods)
+        return status
 
     def diagnostics(self, max_lines: int = DIAGNOSTIC_LINES, max_log_bytes: int = LOG_BYTES) -> list[str]:
         """Events of the namespaces this test used, and the logs of its failed pods, bounded in size."""
@@ -134,6 +146,14 @@ class Workloads:
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
         return leftovers
+
+
+def _state_from_pods(backend: Backend) -> bool:
+    return bool(getattr(backend, "state_from_pods", False))
+
+
+def _job_of(pod: dict[str, Any]) -> str | None:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
 
 
 def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

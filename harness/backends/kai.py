@@ -1,40 +1,95 @@
-"""KAI-Scheduler (the open core of Run:ai): pods for kai-scheduler in the tenant's KAI queue.
+"""KAI-Scheduler (the open core of Run:ai): a PodGroup and its bare pods, in the tenant's KAI queue.
 
-Not on the sim yet; on a cluster where it is installed, jobs are batch Jobs whose pods carry the
-queue label and name kai-scheduler; the pod-grouper makes them a gang.
+KAI gangs what its pod-grouper groups (PyTorchJob, RayCluster, ...) or what names a PodGroup
+itself; a batch Job becomes one group per pod, so the gang here is explicit: a PodGroup with
+minMember = pods, and pods that carry its name. A PodGroup has no phase: the job's state is the
+PodGroup's (queued, or admitted when KAI started it) folded with its pods' phases.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import GangJob, JobStatus, tenant_queue
-from harness.backends.batch import batch_job, batch_status
+from harness.backends.base import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+                                   parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
+API_VERSION = "scheduling.run.ai/v2alpha2"
 QUEUE_LABEL = "kai.scheduler/queue"
+POD_GROUP_ANNOTATION = "pod-group-name"
+STARTED_ANNOTATION = "kai.scheduler/last-start-timestamp"
 SCHEDULER_NAME = "kai-scheduler"
+# Bare pods have no controller to restart them: a failed member is the job's end.
+NO_RETRIES = "KAI-Scheduler schedules pods; retrying a failed job belongs to a workload controller, and bare pods have none"
+
+
+def podgroup_status(obj: dict[str, Any]) -> JobStatus:
+    """Pure: queued (with KAI's scheduling condition) or admitted (KAI's last start time) from a PodGroup."""
+    submitted = created_at(obj)
+    started = parse_time(((obj.get("metadata") or {}).get("annotations") or {}).get(STARTED_ANNOTATION))
+    if started is not None:
+        return JobStatus(ADMITTED, "", submitted, started)
+    conditions = (obj.get("status") or {}).get("schedulingConditions") or []
+    reason = next((str(c.get("message", "")) for c in reversed(conditions) if c.get("status") == "True"), "")
+    return JobStatus(QUEUED, reason.strip(), submitted)
+
+
+def job_status(group: JobStatus, pods: Iterable[dict[str, Any]], members: int) -> JobStatus:
+    """Pure: the PodGroup's state folded with its pods' phases (any failed -> failed; all succeeded -> succeeded)."""
+    pods = list(pods)
+    phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "Pending") for p in pods}
+    bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    failed = sorted(name for name, phase in phases.items() if phase == "Failed")
+    if failed:
+        return JobStatus(FAILED, f"pod {failed[0]} failed ({NO_RETRIES})", group.submitted_at, group.admitted_at)
+    succeeded = sum(1 for phase in phases.values() if phase == "Succeeded")
+    if members and succeeded >= members:
+        return JobStatus(SUCCEEDED, "", group.submitted_at, group.admitted_at, _last_finish(pods))
+    if bound:
+        return JobStatus(RUNNING, "", group.submitted_at, group.admitted_at)
+    return group
+
+
+def _last_finish(pods: Iterable[dict[str, Any]]) -> Any:
+    times = [parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+             for p in pods for c in (p.get("status") or {}).get("containerStatuses") or []]
+    return max((t for t in times if t is not None), default=None)
 
 
 class KaiBackend:
     name = "kai"
+    state_from_pods = True  # Workloads folds the pods into status(): see job_status
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        return (missing_crd_reason(api, "scheduling.run.ai", "Queue", self.name)
-                or missing_controller_reason(api, self.name, ("kai-scheduler",), ("kai-scheduler",)))
+        return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)
+                or missing_controller_reason(api, self.name, ("kai-scheduler", "kai-binder"),
+                                             ("kai-scheduler", "binder")))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         queue = tenant_queue(job, "kai")
-        manifest = batch_job(job, {QUEUE_LABEL: queue})
-        pod = manifest["spec"]["template"]
-        pod["metadata"]["labels"][QUEUE_LABEL] = queue
-        pod["spec"]["schedulerName"] = SCHEDULER_NAME
-        return [manifest]
+        spec: dict[str, Any] = {"minMember": job.pods, "queue": queue}
+        if job.priority_class:
+            spec["priorityClassName"] = job.priority_class
+        group = {"apiVersion": API_VERSION, "kind": "PodGroup",
+                 "metadata": {"name": job.name, "namespace": job.tenant.namespace, "labels": {QUEUE_LABEL: queue}},
+                 "spec": spec}
+        template = job.pod_template()
+        pods = []
+        for index in range(job.pods):
+            metadata = copy.deepcopy(template["metadata"])
+            metadata.update(name=f"{job.name}-{index}", namespace=job.tenant.namespace)
+            metadata["labels"][QUEUE_LABEL] = queue
+            metadata["annotations"][POD_GROUP_ANNOTATION] = job.name
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                         "spec": {**copy.deepcopy(template["spec"]), "schedulerName": SCHEDULER_NAME}})
+        return [group, *pods]
 
     def tracked_kind(self) -> tuple[str, str]:
-        return "batch/v1", "Job"
+        return API_VERSION, "PodGroup"
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
-        return batch_status(obj)
+        return podgroup_status(obj)

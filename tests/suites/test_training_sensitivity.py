@@ -16,6 +16,7 @@ from harness.backends import Backend
 from harness.errors import CriterionViolation
 from harness.profile import Profile
 from harness.record.evidence import Evidence
+from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
 from harness.workloads import Workloads
@@ -43,10 +44,16 @@ def gpupoc(*args: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def kai_running() -> bool:
+    return bool(cluster.running_components(cluster.layout()).get("kai-scheduler"))
+
+
 @pytest.fixture()
 def reference_queue_model_afterwards(sim_api: client.ApiClient) -> Iterator[None]:
     yield
-    client.SchedulingV1Api(sim_api).delete_priority_class("gpupoc-high")
+    scheduling = client.SchedulingV1Api(sim_api)
+    for name in ("gpupoc-high", "gpupoc-low"):  # a PriorityClass's value cannot change: replace it
+        scheduling.delete_priority_class(name)
     gpupoc("setup")
 
 
@@ -64,9 +71,10 @@ def test_queue_fairness_fails_when_queues_are_weighted_3_to_1_but_1_to_1_is_expe
         tenants[0].update(weight=3, quota_gpus=24)
         tenants[1].update(weight=1, quota_gpus=8)
     gpupoc("setup", f"--profile={profile_variant(tmp_path, skew)}")
-    result = suite("test_queue_fairness.py", "--backends=volcano,kueue", "--queue-model=keep")
-    assert "2 failed" in result.stdout, result.stdout[-3000:]
-    for backend in ("volcano", "kueue"):
+    backends = ("volcano", "kueue", "kai") if kai_running() else ("volcano", "kueue")
+    result = suite("test_queue_fairness.py", f"--backends={','.join(backends)}", "--queue-model=keep")
+    assert f"{len(backends)} failed" in result.stdout, result.stdout[-3000:]
+    for backend in backends:
         assert f"training.queue_fairness [{backend}]: measured min_jain_index:" in result.stdout
     assert "max_share_deviation: 0.2" in result.stdout  # 0.75 / 0.25 measured against 0.5 / 0.5
 
@@ -80,6 +88,22 @@ def test_preemption_fails_when_the_high_priority_class_cannot_preempt(
     result = suite("test_priority_preemption.py", "--backends=default", "--queue-model=keep")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert ("training.priority_preemption [default]: measured admit_within_s: nothing measured (wanted <= 30 s)"
+            in result.stdout)
+
+
+def test_preemption_fails_on_kai_when_urgent_work_has_no_higher_priority(
+        sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
+    """KAI preempts only for strictly higher priority: 'urgent' work at the filler's priority waits."""
+    if not kai_running():
+        pytest.skip("kai is not running on this sim (gpupoc sim up --schedulers ...,kai)")
+    scheduling = client.SchedulingV1Api(sim_api)
+    low = scheduling.read_priority_class("gpupoc-low").value
+    scheduling.delete_priority_class("gpupoc-high")
+    scheduling.create_priority_class({"metadata": {"name": "gpupoc-high", "labels": {
+        "app.kubernetes.io/managed-by": "gpupoc"}}, "value": low, "preemptionPolicy": "PreemptLowerPriority"})
+    result = suite("test_priority_preemption.py", "--backends=kai", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert ("training.priority_preemption [kai]: measured admit_within_s: nothing measured (wanted <= 30 s)"
             in result.stdout)
 
 
