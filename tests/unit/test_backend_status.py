@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from harness import backends
+from harness.backends import kai
 from harness.backends.base import GangJob
 from harness.profile import load_profile
 from harness.sim.paths import REPO_ROOT
@@ -26,6 +27,7 @@ def recorded(name: str) -> dict[str, Any]:
     ("kueue", "queued"), ("kueue", "running"), ("kueue", "succeeded"),
     ("volcano", "queued"), ("volcano", "running"), ("volcano", "succeeded"),
     ("kuberay", "queued"), ("kuberay", "running"),
+    ("kai", "queued"), ("kai", "admitted"),
 ])
 def test_recorded_object_reads_as_its_state(backend_name: str, state: str) -> None:
     status = backends.ALL[backend_name].status(recorded(f"{backend_name}-{state}"))
@@ -78,10 +80,33 @@ def test_manifests_put_the_gang_in_the_tenants_queue(team: Any) -> None:
     assert "kueue.x-k8s.io/queue-name" not in default["metadata"]["labels"]
     [ray] = backends.ALL["kuberay"].manifests(job)
     assert ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 3
-    [kai] = backends.ALL["kai"].manifests(job)
-    assert kai["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+    group, *pods = backends.ALL["kai"].manifests(job)
+    assert (group["kind"], group["spec"]["minMember"], group["spec"]["queue"], group["spec"]["priorityClassName"]) \
+        == ("PodGroup", 4, "team-a", "gpupoc-high")
+    assert [p["metadata"]["name"] for p in pods] == ["g-0", "g-1", "g-2", "g-3"]
+    assert all(p["spec"]["schedulerName"] == "kai-scheduler" and p["metadata"]["annotations"]["pod-group-name"] == "g"
+               and p["metadata"]["labels"]["kai.scheduler/queue"] == "team-a" for p in pods)
 
 
 def test_no_recovery_policy_aborts_the_volcano_job(team: Any) -> None:
     [volcano] = backends.ALL["volcano"].manifests(GangJob("g", team, 2, 1, restart_on_failure=False))
     assert {"event": "PodFailed", "action": "AbortJob"} in volcano["spec"]["policies"]
+
+
+def test_kai_queued_podgroup_says_why_and_start_time_comes_from_kai() -> None:
+    queued = backends.ALL["kai"].status(recorded("kai-queued"))
+    assert "required for gang scheduling" in queued.reason
+    admitted = backends.ALL["kai"].status(recorded("kai-admitted"))
+    assert admitted.admitted_at is not None and admitted.submitted_at is not None
+
+
+def test_kai_job_state_folds_its_pods() -> None:
+    group = backends.ALL["kai"].status(recorded("kai-admitted"))
+    pods = list(yaml.safe_load_all((RECORDED / "kai-pods-succeeded.yaml").read_text()))
+    done = kai.job_status(group, pods, members=2)
+    assert done.state == "succeeded" and done.finished_at is not None
+    assert kai.job_status(group, pods[:1], members=2).state == "running"  # one member still to finish
+    failed = [pods[0], {**pods[1], "status": {**pods[1]["status"], "phase": "Failed"}}]
+    result = kai.job_status(group, failed, members=2)
+    assert result.state == "failed" and "rec-kai-1" in result.reason
+    assert kai.job_status(group, [], members=2) == group

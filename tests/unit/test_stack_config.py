@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.sim import build, kueue
-from harness.sim.config import SimConfig, parse_schedulers
+from harness.sim import build, kueue, stack
+from harness.sim.components import Layout
+from harness.sim.config import SCHEDULERS_ENV, Ports, SimConfig, parse_schedulers
 from harness.sim.versions import load_pins
 
 SHIPPED = [{
@@ -64,3 +65,35 @@ def test_schedulers_flag() -> None:
     assert parse_schedulers("none") == ()
     with pytest.raises(ConfigError, match="unknown slurm"):
         SimConfig(schedulers=("slurm",))
+
+
+def test_kai_is_built_only_when_asked(tmp_path: Path) -> None:
+    recipes = build.recipes(load_pins(), tmp_path)
+    assert "kai-scheduler" not in [r.name for r in build.selected(recipes, (), ())]
+    assert "kai-scheduler" in [r.name for r in build.selected(recipes, (), ("kai",))]
+    kai = next(r for r in recipes if r.name == "kai-scheduler")
+    assert kai.packages[0] == "github.com/NVIDIA/KAI-scheduler/cmd/scheduler" and len(kai.binaries) == 5
+    with pytest.raises(ConfigError, match="--with takes kai"):
+        build.selected(recipes, (), ("slurm",))
+
+
+def test_schedulers_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SCHEDULERS_ENV, "kueue,kai")
+    assert SimConfig().schedulers == ("kueue", "kai")
+    monkeypatch.delenv(SCHEDULERS_ENV)
+    assert SimConfig().schedulers == ("kueue", "volcano", "kuberay")
+
+
+def test_kai_processes_listen_on_loopback_and_read_the_kubeconfig_from_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stack, "binary", lambda name, _hint="": name)
+    ports = Ports(37000)
+    components = stack.kai_components(Layout(tmp_path), ports, "v0.12.0")
+    assert [c.name for c in components][-1] == "kai-scheduler"  # its controllers first: it schedules last
+    for component in components:
+        assert dict(component.env)["KUBECONFIG"] == str(tmp_path / "kai-scheduler.kubeconfig")
+        assert "--leader-elect=false" in component.argv and component.health_url.startswith("http://127.0.0.1:")
+        addresses = [a.split("=", 1)[1] for a in component.argv if "address=" in a]
+        assert addresses and all(a.startswith("127.0.0.1:") for a in addresses)
+    jobs = {j["job_name"] for j in stack.scrape_jobs(ports, ("kai",), tmp_path / "token")}
+    assert {"kai-scheduler", "kai-queuecontroller"} <= jobs
