@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.sim.paths import build_root
 
-PORT_BASE = "38000"
+PORT_BASE = "31000"
 
 
 def rss_mib(pids: list[int]) -> float:

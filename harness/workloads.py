@@ -6,6 +6,7 @@ run and the test, so teardown deletes exactly what this test created.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,11 +15,11 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
-from harness.backends import Backend, GangJob, JobStatus, kai
+from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import JOB_LABEL
 from harness.backends.kueue import workload_status
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
-from harness.timeline import Timeline
+from harness.timeline import Timeline, Transition
 from harness.tracker import Tracker
 from harness.errors import WaitTimeout
 from harness.wait import wait_gone
@@ -55,12 +56,32 @@ class Workloads:
     def jobs(self, namespace: str) -> Tracker:
         """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""
         api_version, kind = self.backend.tracked_kind()
+        folds_pods = hasattr(self.backend, "status_with_pods")
         fresh = (namespace, kind) not in self._trackers
-        tracker = self._tracker(namespace, api_version, kind, lambda o: self.backend.status(o).state,
-                                lambda o: self.backend.status(o).admitted_at)
-        if fresh and _state_from_pods(self.backend):  # its waits read the pods too: wake them on pod events
-            self.pods(namespace).on_event(lambda _event, _pod: tracker.poke())
+        pods = self.pods(namespace) if folds_pods else None  # first: the job's state reads them
+        tracker = self._tracker(namespace, api_version, kind, lambda o: self.job_status(o).state,
+                                lambda o: self.job_status(o).admitted_at)
+        if fresh and pods is not None:  # a pod's change is a change of its job: record it, wake the waits
+            def pod_changed(_event: str, pod: dict[str, Any]) -> None:
+                job = tracker.objects.get(_job_of(pod) or "")
+                if job is not None:
+                    status = self.job_status(job)
+                    self.timeline.add(Transition(kind, job["metadata"]["name"], status.state, time.time(),
+                                                 "MODIFIED", status.admitted_at))
+                tracker.poke()
+            pods.on_event(pod_changed)
         return tracker
+
+    def job_status(self, obj: dict[str, Any]) -> JobStatus:
+        """The state of a tracked job object; with its pods' for backends whose objects have no phase (KAI)."""
+        fold = getattr(self.backend, "status_with_pods", None)
+        if fold is None:
+            return self.backend.status(obj)
+        pods = self._trackers.get(((obj.get("metadata") or {}).get("namespace", ""), "Pod"))
+        name = obj["metadata"]["name"]
+        members = [p for p in list(pods.objects.values()) if _job_of(p) == name] if pods else []
+        status: JobStatus = fold(obj, members)
+        return status
 
     def kueue_workloads(self, namespace: str) -> Tracker:
         """Kueue's Workloads in `namespace` (for backends queued by Kueue whose job object is not one)."""
@@ -100,13 +121,7 @@ class Workloads:
 
     def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
         obj = job_object(job, objects)
-        if obj is None:
-            return None
-        status = self.backend.status(obj)
-        if _state_from_pods(self.backend):
-            pods = list(self.pods(job.tenant.namespace).objects.values())
-            status = kai.job_status(status, [p for p in pods if _job_of(p) == job.name], job.pods)
-        return status
+        return self.job_status(obj) if obj is not None else None
 
     def diagnostics(self, max_lines: int = DIAGNOSTIC_LINES, max_log_bytes: int = LOG_BYTES) -> list[str]:
         """Events of the namespaces this test used, and the logs of its failed pods, bounded in size."""
@@ -146,10 +161,6 @@ class Workloads:
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
         return leftovers
-
-
-def _state_from_pods(backend: Backend) -> bool:
-    return bool(getattr(backend, "state_from_pods", False))
 
 
 def _job_of(pod: dict[str, Any]) -> str | None:

@@ -62,7 +62,6 @@ def _last_finish(pods: Iterable[dict[str, Any]]) -> Any:
 
 class KaiBackend:
     name = "kai"
-    state_from_pods = True  # Workloads folds the pods into status(): see job_status
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)
@@ -93,3 +92,7 @@ class KaiBackend:
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return podgroup_status(obj)
+
+    def status_with_pods(self, obj: dict[str, Any], pods: list[dict[str, Any]]) -> JobStatus:
+        """The job's state: its PodGroup's folded with its pods' (Workloads calls this when a backend has it)."""
+        return job_status(podgroup_status(obj), pods, int((obj.get("spec") or {}).get("minMember") or 0))

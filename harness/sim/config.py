@@ -12,7 +12,9 @@ DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 DEFAULT_DRIVER_VERSION = "550.90.07"
 DEFAULT_CUDA_VERSION = "12.4"
-DEFAULT_PORT_BASE = 37000
+# Below Linux's ephemeral range (32768-60999 by default): a fixed port there can be taken, for a minute,
+# by the client end of one of the sim's own connections (seen: kai-binder's port held by a link to etcd).
+DEFAULT_PORT_BASE = 29000
 PORT_BASE_ENV = "GPUPOC_SIM_PORT_BASE"
 
 

@@ -12,8 +12,10 @@ from kubernetes import client
 
 from harness import backends
 from harness.backends import Backend, GangJob
+from harness.backends.detect import missing_crd_reason
 from harness.profile import Profile
 from harness.prometheus import Prometheus
+from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
 from harness.workloads import Workloads, job_object
@@ -23,11 +25,14 @@ FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succee
                 "kai": "succeeded"}
 
 
-def test_detection_finds_the_sim_stack_and_says_why_kai_is_absent(sim_api: client.ApiClient) -> None:
+def test_detection_finds_the_sim_stack_and_says_why_a_backend_is_absent(sim_api: client.ApiClient) -> None:
     found = backends.detect(sim_api, ("volcano", "kueue", "kuberay", "kai", "default"))
-    assert {name for name, reason in found.items() if reason is None} == {"volcano", "kueue", "kuberay", "default"}
-    assert "Queue (scheduling.run.ai) is not served" in str(found["kai"])
-    assert "drop it from --backends" in str(found["kai"])
+    running = cluster.running_components(cluster.layout())
+    expected = {"volcano", "kueue", "kuberay", "default"} | ({"kai"} if running.get("kai-scheduler") else set())
+    assert {name for name, reason in found.items() if reason is None} == expected, found
+    absent = missing_crd_reason(sim_api, "example.invalid", "Thing", "slurm")
+    assert absent is not None and "Thing (example.invalid) is not served" in absent
+    assert "drop it from --backends" in absent
 
 
 def test_a_gang_is_submitted_tracked_and_finishes(backend: Backend, workloads: Workloads,

@@ -17,7 +17,7 @@ from harness.sim import cluster, procs
 from harness.sim.components import Component, Layout
 from harness.sim.paths import build_root
 
-PORT_BASE = 38500
+PORT_BASE = 30000
 
 
 def gpupoc(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
