@@ -124,18 +124,7 @@ def test_volcano_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core
              lambda pg: pg.to_dict().get("status", {}).get("phase") in ("Pending", "Inqueue")
              and any(c.get("type") == "Unschedulable" for c in pg.to_dict()["status"].get("conditions") or []),
              timeout_s=TIMEOUT_S, describe=lambda pg: str(pg.to_dict().get("status")), namespace=namespace)
-    bound = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="volcano.sh/job-name=gang").items
-             if p.spec.node_name]
-    assert bound == [], f"gang pods bound while the gang cannot fit: {bound}"
-
-    added = nodes.add_nodes(core, 1, GpuSpec())
-    try:
-        wait_for_set(core.list_namespaced_pod, f"gang {namespace}/gang after a node was added",
-                     lambda pods: len(pods) == 4 and all(p.spec.node_name for p in pods.values()),
-                     timeout_s=TIMEOUT_S, describe=lambda pods: str({n: p.spec.node_name for n, p in pods.items()}),
-                     namespace=namespace, label_selector="volcano.sh/job-name=gang")
-    finally:
-        nodes.remove_nodes(core, added)
+    assert_gang_unbound_until_a_node_is_added(core, namespace, "volcano.sh/job-name=gang", 4)
 
 
 def fill_all_but(core: client.CoreV1Api, namespace: str, free: int) -> None:
@@ -144,6 +133,22 @@ def fill_all_but(core: client.CoreV1Api, namespace: str, free: int) -> None:
         core.create_namespaced_pod(namespace, {"metadata": {"name": f"filler-{i}"}, "spec": {
             "nodeName": node, "containers": [{"name": "c", "image": "sim/x:1",
                                               "resources": {"limits": {GPU: str(DEFAULT_GPUS_PER_NODE)}}}]}})
+
+
+def assert_gang_unbound_until_a_node_is_added(core: client.CoreV1Api, namespace: str, selector: str,
+                                              members: int) -> None:
+    """No member of the gang is bound now; once a node is added, all `members` are."""
+    bound = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+             if p.spec.node_name]
+    assert bound == [], f"gang pods bound while the gang cannot fit: {bound}"
+    added = nodes.add_nodes(core, 1, GpuSpec())
+    try:
+        wait_for_set(core.list_namespaced_pod, f"gang {namespace}/{selector} after a node was added",
+                     lambda pods: len(pods) == members and all(p.spec.node_name for p in pods.values()),
+                     timeout_s=TIMEOUT_S, describe=lambda pods: str({n: p.spec.node_name for n, p in pods.items()}),
+                     namespace=namespace, label_selector=selector)
+    finally:
+        nodes.remove_nodes(core, added)
 
 
 def kai_gang(name: str, namespace: str, pods: int, gpus: int) -> list[dict[str, Any]]:
@@ -170,18 +175,7 @@ def test_kai_gang_binds_no_pod_until_all_fit(sim_api: client.ApiClient, core: cl
              lambda pg: any(c.get("reason") == "Unschedulable"
                             for c in (pg.to_dict().get("status") or {}).get("schedulingConditions") or []),
              timeout_s=TIMEOUT_S, describe=lambda pg: str(pg.to_dict().get("status")), namespace=namespace)
-    bound = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="gang=gang").items
-             if p.spec.node_name]
-    assert bound == [], f"gang pods bound while the gang cannot fit: {bound}"
-
-    added = nodes.add_nodes(core, 1, GpuSpec())
-    try:
-        wait_for_set(core.list_namespaced_pod, f"KAI gang {namespace}/gang after a node was added",
-                     lambda pods: len(pods) == 4 and all(p.spec.node_name for p in pods.values()),
-                     timeout_s=TIMEOUT_S, describe=lambda pods: str({n: p.spec.node_name for n, p in pods.items()}),
-                     namespace=namespace, label_selector="gang=gang")
-    finally:
-        nodes.remove_nodes(core, added)
+    assert_gang_unbound_until_a_node_is_added(core, namespace, "gang=gang", 4)
 
 
 def ray_cluster_spec(workers: int) -> dict[str, Any]:
