@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client
+
 from harness import backends
 from harness.apply import apply_objects
 from harness.errors import ConfigError
 from harness.manifests import MANAGED_LABEL, MANAGER, render
 from harness.profile import Profile
 from harness.target import Target
+
+HTTP_NOT_FOUND = 404
 
 MODEL_LABEL = "gpupoc.io/queue-model"
 # backend -> the template of its queues (the default backend has none)
@@ -39,6 +43,28 @@ def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
     return objects
 
 
+def replace_changed_priority_classes(api: client.ApiClient, objects: list[dict[str, Any]]) -> list[str]:
+    """Delete our PriorityClasses whose value the model changed (the API refuses to update a value)."""
+    scheduling = client.SchedulingV1Api(api)
+    replaced = []
+    for obj in (o for o in objects if o["kind"] == "PriorityClass"):
+        name = obj["metadata"]["name"]
+        try:
+            existing = scheduling.read_priority_class(name)
+        except client.ApiException as exc:
+            if exc.status == HTTP_NOT_FOUND:
+                continue
+            raise
+        if existing.value == obj["value"]:
+            continue
+        if (existing.metadata.labels or {}).get(MANAGED_LABEL) != MANAGER:
+            raise ConfigError(f"PriorityClass {name} exists with value {existing.value}, not gpupoc's "
+                              f"{obj['value']}, and gpupoc did not create it: remove or rename it")
+        scheduling.delete_priority_class(name)
+        replaced.append(f"{name} ({existing.value} -> {obj['value']})")
+    return replaced
+
+
 def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], None] = print) -> list[str]:
     if not may_create_queue_model(target):
         raise ConfigError(f"context {target.context} is not the sim or a kind cluster: on staging the cluster owns "
@@ -48,6 +74,9 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
     for name, reason in available.items():
         if reason:
             say(f"  {name}: no queues created ({reason})")
-    applied = apply_objects(target.api, queue_model(profile, present))
+    objects = queue_model(profile, present)
+    for replaced in replace_changed_priority_classes(target.api, objects):
+        say(f"  PriorityClass {replaced}: value changed in the reference model; replaced (a value cannot change)")
+    applied = apply_objects(target.api, objects)
     say(f"queue model applied ({len(applied)} objects) for {', '.join(present) or 'no queueing backend'}")
     return applied

@@ -24,7 +24,8 @@ POD_GROUP_ANNOTATION = "pod-group-name"
 STARTED_ANNOTATION = "kai.scheduler/last-start-timestamp"
 SCHEDULER_NAME = "kai-scheduler"
 # Bare pods have no controller to restart them: a failed member is the job's end.
-NO_RETRIES = "KAI-Scheduler schedules pods; retrying a failed job belongs to a workload controller, and bare pods have none"
+NO_RETRIES = ("KAI-Scheduler schedules pods; retrying a failed job belongs to a workload controller, "
+              "and bare pods have none")
 
 
 def podgroup_status(obj: dict[str, Any]) -> JobStatus:

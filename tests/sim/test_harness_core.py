@@ -13,6 +13,7 @@ from kubernetes import client
 from harness import backends
 from harness.backends import Backend, GangJob
 from harness.backends.detect import missing_crd_reason
+from harness.manifests import MANAGED_LABEL, MANAGER
 from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.sim import cluster
@@ -163,3 +164,16 @@ def test_clean_sweeps_what_a_run_left(sim_api: client.ApiClient, queue_model: Pr
     batch = client.BatchV1Api(sim_api)
     assert batch.list_namespaced_job(tenant.namespace, label_selector="gpupoc.io/run-id=sweep-test").items == []
     assert client.CoreV1Api(sim_api).list_namespace(label_selector="kubernetes.io/metadata.name=poc-team-b").items
+
+
+def test_setup_replaces_our_priority_class_whose_value_changed(sim_api: client.ApiClient, queue_model: Profile) -> None:
+    """A PriorityClass's value is immutable: an older reference model (gpupoc-low at 100) is replaced."""
+    scheduling = client.SchedulingV1Api(sim_api)
+    scheduling.delete_priority_class("gpupoc-low")
+    scheduling.create_priority_class({"metadata": {"name": "gpupoc-low", "labels": {MANAGED_LABEL: MANAGER}},
+                                      "value": 100, "preemptionPolicy": "Never"})
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "setup"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PriorityClass gpupoc-low (100 -> 50)" in result.stdout
+    assert scheduling.read_priority_class("gpupoc-low").value == 50
