@@ -2,7 +2,8 @@
 
 A pod of a running multi-pod job fails; the job recovers by its policy (Volcano RestartJob,
 batch Job backoffLimit) and completes (KAI's bare pods have no retry policy: skipped); the time
-from the failure to all pods running again is measured; a job whose retries are exhausted is reported as failed with its reason.
+from the failure to all pods running again is measured; a job whose retries are exhausted is
+reported as failed with its reason.
 """
 
 from __future__ import annotations
