@@ -73,20 +73,23 @@ class Tracker:
             self.objects[name] = obj
         self.timeline.add(Transition(self.kind, name, "deleted" if event == "DELETED" else self._describe(obj),
                                      time.time(), event, self._server_time(obj)))
-        for listener in self._listeners:
-            listener(event, obj)
 
     def _run(self) -> None:
         try:
             for event, obj in events(self._resource.get, time.monotonic() + FOREVER_S, self._stop, **self._kwargs):
+                recorded = None
                 with self._changed:
                     if event == RELIST:
                         self.objects.clear()
                     elif event == SYNCED:
                         self.synced = True
                     else:
-                        self._record(event, obj.to_dict())
+                        recorded = obj.to_dict()
+                        self._record(event, recorded)
                     self._changed.notify_all()
+                if recorded is not None:  # outside the lock: a listener may poke another tracker
+                    for listener in self._listeners:
+                        listener(event, recorded)
         except BaseException as exc:  # surfaced to the waiter: the watch itself broke
             with self._changed:
                 self.error = exc

@@ -69,6 +69,7 @@ def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, pr
     failed_at = time.time()
     recovered_s: float | None = None
     jobs = workloads.jobs(tenant.namespace)
+    jobs.on_event(lambda _event, _job: pods.poke())  # a failed job ends the wait for its pods at once
     try:
         pods.wait_until(f"{job.name}: {PODS} pods running again",
                         lambda o: len(running(o, job, not_uid=victim_uid)) == PODS,
