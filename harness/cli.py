@@ -188,10 +188,14 @@ def run_suites(args: argparse.Namespace) -> int:
         worst = max(worst, code)
     if len(run_ids) > 1:
         reports = Path(args.reports_dir) if args.reports_dir else REPO_ROOT / "reports"
-        out = reports / f"{base}-comparison.html"
-        out.write_text(compare([reports / r / "record.json" for r in run_ids]))
-        print(f"gpupoc: comparison of {len(run_ids)} runs: {out}")
+        write_comparison([reports / r / "record.json" for r in run_ids], reports / f"{base}-comparison.html")
     return worst
+
+
+def write_comparison(records: list[Path], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(compare(records))
+    print(f"gpupoc: comparison of {len(records)} runs written to {out}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -211,9 +215,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "run":
         return run_suites(args)
     if args.command == "compare":
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(compare(args.records))
-        print(f"gpupoc: comparison written to {args.output}")
+        write_comparison(args.records, args.output)
         return 0
     match args.sim_command:
         case "build":

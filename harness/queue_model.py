@@ -13,12 +13,11 @@ from kubernetes import client
 
 from harness import backends
 from harness.apply import apply_objects
+from harness.cleanup import HTTP_NOT_FOUND
 from harness.errors import ConfigError
 from harness.manifests import MANAGED_LABEL, MANAGER, render
 from harness.profile import Profile
 from harness.target import Target
-
-HTTP_NOT_FOUND = 404
 
 MODEL_LABEL = "gpupoc.io/queue-model"
 # backend -> the template of its queues (the default backend has none)

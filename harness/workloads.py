@@ -16,7 +16,7 @@ from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
-from harness.backends.base import JOB_LABEL
+from harness.backends.base import job_of
 from harness.backends.kueue import workload_status
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline, Transition
@@ -56,14 +56,13 @@ class Workloads:
     def jobs(self, namespace: str) -> Tracker:
         """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""
         api_version, kind = self.backend.tracked_kind()
-        folds_pods = hasattr(self.backend, "status_with_pods")
         fresh = (namespace, kind) not in self._trackers
-        pods = self.pods(namespace) if folds_pods else None  # first: the job's state reads them
+        pods = self.pods(namespace) if _pod_fold(self.backend) else None  # first: the job's state reads them
         tracker = self._tracker(namespace, api_version, kind, lambda o: self.job_status(o).state,
                                 lambda o: self.job_status(o).admitted_at)
         if fresh and pods is not None:  # a pod's change is a change of its job: record it, wake the waits
             def pod_changed(_event: str, pod: dict[str, Any]) -> None:
-                job = tracker.objects.get(_job_of(pod) or "")
+                job = tracker.objects.get(job_of(pod) or "")
                 if job is not None:
                     status = self.job_status(job)
                     self.timeline.add(Transition(kind, job["metadata"]["name"], status.state, time.time(),
@@ -74,14 +73,12 @@ class Workloads:
 
     def job_status(self, obj: dict[str, Any]) -> JobStatus:
         """The state of a tracked job object; with its pods' for backends whose objects have no phase (KAI)."""
-        fold = getattr(self.backend, "status_with_pods", None)
+        fold = _pod_fold(self.backend)
         if fold is None:
             return self.backend.status(obj)
         pods = self._trackers.get(((obj.get("metadata") or {}).get("namespace", ""), "Pod"))
         name = obj["metadata"]["name"]
-        members = [p for p in list(pods.objects.values()) if _job_of(p) == name] if pods else []
-        status: JobStatus = fold(obj, members)
-        return status
+        return fold(obj, [p for p in list(pods.objects.values()) if job_of(p) == name] if pods else [])
 
     def kueue_workloads(self, namespace: str) -> Tracker:
         """Kueue's Workloads in `namespace` (for backends queued by Kueue whose job object is not one)."""
@@ -163,8 +160,13 @@ class Workloads:
         return leftovers
 
 
-def _job_of(pod: dict[str, Any]) -> str | None:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+PodFold = Callable[[dict[str, Any], list[dict[str, Any]]], JobStatus]
+
+
+def _pod_fold(backend: Backend) -> PodFold | None:
+    """`status_with_pods` of a backend whose job object has no phase of its own (KAI's PodGroup), else None."""
+    fold: PodFold | None = getattr(backend, "status_with_pods", None)
+    return fold
 
 
 def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -86,6 +86,11 @@ class Backend(Protocol):
 
 
 
+def job_of(obj: dict[str, Any]) -> str | None:
+    """The gpupoc job an object (a pod) belongs to: its JOB_LABEL."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+
+
 def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
     """The tenant's queue for `backend` from the profile, or an error naming the missing field."""
     queue = job.tenant.queues.get(backend)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
@@ -55,7 +56,7 @@ def job_status(group: JobStatus, pods: Iterable[dict[str, Any]], members: int) -
     return group
 
 
-def _last_finish(pods: Iterable[dict[str, Any]]) -> Any:
+def _last_finish(pods: Iterable[dict[str, Any]]) -> datetime | None:
     times = [parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
              for p in pods for c in (p.get("status") or {}).get("containerStatuses") or []]
     return max((t for t in times if t is not None), default=None)

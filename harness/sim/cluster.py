@@ -61,6 +61,10 @@ def running_components(lay: Layout) -> dict[str, bool]:
     return {name: procs.is_running(c["pid"], c["binary"]) for name, c in state.get("components", {}).items()}
 
 
+def component_running(name: str, lay: Layout | None = None) -> bool:
+    return bool(running_components(lay or layout()).get(name))
+
+
 def is_up(lay: Layout | None = None) -> bool:
     alive = running_components(lay or layout())
     return bool(alive) and all(alive.values())

@@ -18,7 +18,7 @@ from harness.errors import ConfigError
 from harness.sim import crds, files, kueue, paths, pki
 from harness.sim.components import Component, Layout, binary
 from harness.sim.config import Ports
-from harness.sim.versions import load_pins
+from harness.sim.versions import Pins, load_pins
 
 VOLCANO_SCHEDULER_CONF = """\
 actions: "enqueue, allocate, preempt, reclaim, backfill"
@@ -39,13 +39,17 @@ tiers:
 # What the POC needs; the job-flow controllers wait for CRDs (flow.volcano.sh) the sim does not install.
 VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
 
-CRD_DIRS = {  # scheduler -> (module, pinned-version attribute, CRD directory in the module)
-    "kueue": ("sigs.k8s.io/kueue", "kueue", "config/components/crd/bases"),
-    "volcano": ("volcano.sh/volcano", "volcano", "config/crd/volcano/bases"),
-    "kuberay": ("github.com/ray-project/kuberay/ray-operator", "kuberay", "config/crd/bases"),
-}
+def crd_sources(pins: Pins) -> dict[str, tuple[str, str, str]]:
+    """scheduler -> (module, pinned version, CRD directory in the module)."""
+    return {
+        "kueue": ("sigs.k8s.io/kueue", pins.kueue, "config/components/crd/bases"),
+        "volcano": ("volcano.sh/volcano", pins.volcano, "config/crd/volcano/bases"),
+        "kuberay": ("github.com/ray-project/kuberay/ray-operator", pins.kuberay, "config/crd/bases"),
+        "kai": (pins.kai_scheduler_module, pins.kai_scheduler, "deployments/kai-scheduler/crds"),
+    }
+
+
 KUEUE_WEBHOOKS = ("sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml")
-KAI_CRDS = "deployments/kai-scheduler/crds"
 # Namespaces KAI's scheduler and binder work in (its own, and where it would put GPU-sharing reservation pods).
 KAI_NAMESPACES = ("kai-scheduler", "kai-resource-reservation")
 KAI_SCHEDULER_NAME = "kai-scheduler"
@@ -212,14 +216,12 @@ def _install_kueue_metrics_cert(serving: pki.KeyPair) -> None:
 
 
 def install_crds(api: client.ApiClient, schedulers: tuple[str, ...]) -> None:
-    pins = load_pins()
+    sources = crd_sources(load_pins())
     docs: list[dict[str, Any]] = []
     for scheduler in schedulers:
-        if scheduler in CRD_DIRS:
-            module, pin, sub = CRD_DIRS[scheduler]
-            docs += crds.load_documents(_module_dir(module, getattr(pins, pin)) / sub)
-    if "kai" in schedulers:
-        docs += crds.load_documents(_module_dir(pins.kai_scheduler_module, pins.kai_scheduler) / KAI_CRDS)
+        if scheduler in sources:
+            module, version, sub = sources[scheduler]
+            docs += crds.load_documents(_module_dir(module, version) / sub)
     crds.apply_crds(api, docs)
 
 

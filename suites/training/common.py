@@ -10,7 +10,7 @@ from kubernetes import client
 from harness.backends import Backend, GangJob
 from harness.backends.kuberay import COMPLETES_ON_SIM
 from harness.target import Target
-from harness.backends.base import JOB_LABEL
+from harness.backends.base import job_of
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.timeline import Timeline
@@ -34,7 +34,7 @@ def gpu_nodes(api: client.ApiClient, profile: Profile) -> int:
 
 
 def belongs(pod: dict[str, Any], job: GangJob) -> bool:
-    return bool(((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL) == job.name)
+    return job_of(pod) == job.name
 
 
 def state_is(workloads: Workloads, job: GangJob, *states: str) -> Any:

@@ -28,8 +28,8 @@ FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succee
 
 def test_detection_finds_the_sim_stack_and_says_why_a_backend_is_absent(sim_api: client.ApiClient) -> None:
     found = backends.detect(sim_api, ("volcano", "kueue", "kuberay", "kai", "default"))
-    running = cluster.running_components(cluster.layout())
-    expected = {"volcano", "kueue", "kuberay", "default"} | ({"kai"} if running.get("kai-scheduler") else set())
+    kai = {"kai"} if cluster.component_running("kai-scheduler") else set()
+    expected = {"volcano", "kueue", "kuberay", "default"} | kai
     assert {name for name, reason in found.items() if reason is None} == expected, found
     absent = missing_crd_reason(sim_api, "example.invalid", "Thing", "slurm")
     assert absent is not None and "Thing (example.invalid) is not served" in absent

@@ -23,10 +23,9 @@ LONG_RUN = {"sim.gpupoc.io/run-for": "600s"}
 
 
 def requires(scheduler: str) -> None:
-    state = cluster.running_components(cluster.layout())
     component = {"volcano": "volcano-scheduler", "kuberay": "kuberay-operator",
                  "kai": "kai-scheduler"}.get(scheduler, scheduler)
-    if not state.get(component):
+    if not cluster.component_running(component):
         pytest.skip(f"{scheduler} is not running on this sim (gpupoc sim up --schedulers ...)")
 
 

@@ -35,7 +35,7 @@ def test_training_suite_on_the_sim(tmp_path: Path, sim_api: client.ApiClient) ->
         for backend in ("kueue", "volcano"):
             assert (criterion, backend) in ran, f"{criterion} did not pass on {backend}"
     assert ("training.gang_admission", "kuberay") in ran and ("training.priority_preemption", "kuberay") in ran
-    if cluster.running_components(cluster.layout()).get("kai-scheduler"):
+    if cluster.component_running("kai-scheduler"):
         for criterion in ("training.gang_admission", "training.queue_fairness", "training.priority_preemption",
                           "training.queue_wait"):
             assert (criterion, "kai") in ran, f"{criterion} did not pass on kai"

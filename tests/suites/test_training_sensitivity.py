@@ -44,10 +44,6 @@ def gpupoc(*args: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def kai_running() -> bool:
-    return bool(cluster.running_components(cluster.layout()).get("kai-scheduler"))
-
-
 @pytest.fixture()
 def reference_queue_model_afterwards(sim_api: client.ApiClient) -> Iterator[None]:
     yield
@@ -71,7 +67,7 @@ def test_queue_fairness_fails_when_queues_are_weighted_3_to_1_but_1_to_1_is_expe
         tenants[0].update(weight=3, quota_gpus=24)
         tenants[1].update(weight=1, quota_gpus=8)
     gpupoc("setup", f"--profile={profile_variant(tmp_path, skew)}")
-    backends = ("volcano", "kueue", "kai") if kai_running() else ("volcano", "kueue")
+    backends = ("volcano", "kueue", "kai") if cluster.component_running("kai-scheduler") else ("volcano", "kueue")
     result = suite("test_queue_fairness.py", f"--backends={','.join(backends)}", "--queue-model=keep")
     assert f"{len(backends)} failed" in result.stdout, result.stdout[-3000:]
     for backend in backends:
@@ -94,7 +90,7 @@ def test_preemption_fails_when_the_high_priority_class_cannot_preempt(
 def test_preemption_fails_on_kai_when_urgent_work_has_no_higher_priority(
         sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
     """KAI preempts only for strictly higher priority: 'urgent' work at the filler's priority waits."""
-    if not kai_running():
+    if not cluster.component_running("kai-scheduler"):
         pytest.skip("kai is not running on this sim (gpupoc sim up --schedulers ...,kai)")
     scheduling = client.SchedulingV1Api(sim_api)
     low = scheduling.read_priority_class("gpupoc-low").value
