@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 build: install
-	gpupoc sim build --with kai
+	$(PYTHON) -m harness.cli sim build --with kai
 
 # The main job: build the sim, start it, print the cluster and GPU inventory, stop it.
 poc: build
@@ -28,4 +28,4 @@ unit: install
 	$(PYTHON) -m pytest tests/unit
 
 clean-sim:
-	-gpupoc sim down
+	-$(PYTHON) -m harness.cli sim down

@@ -3,6 +3,8 @@
 # Starts the sim when it is not up (and stops it afterwards); missed thresholds are results, not
 # errors: the exit status is non-zero only when the run itself broke.
 set -uo pipefail
+# The checkout's own harness, whatever an earlier `pip install -e` of another checkout left on PATH.
+gpupoc() { "${PYTHON:-python3}" -m harness.cli "$@"; }
 started=0
 if ! gpupoc sim status >/dev/null 2>&1; then
   gpupoc sim up || exit 1

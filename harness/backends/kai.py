@@ -41,19 +41,40 @@ def podgroup_status(obj: dict[str, Any]) -> JobStatus:
 
 
 def job_status(group: JobStatus, pods: Iterable[dict[str, Any]], members: int) -> JobStatus:
-    """Pure: the PodGroup's state folded with its pods' phases (any failed -> failed; all succeeded -> succeeded)."""
+    """Pure: the PodGroup's state folded with its pods' phases (any failed or evicted -> failed; all succeeded ->
+    succeeded). KAI evicts (reclaim, preemption) by deleting the pod: a member deleted before it finished is lost."""
     pods = list(pods)
     phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "Pending") for p in pods}
     bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
     failed = sorted(name for name, phase in phases.items() if phase == "Failed")
     if failed:
         return JobStatus(FAILED, f"pod {failed[0]} failed ({NO_RETRIES})", group.submitted_at, group.admitted_at)
+    evicted = sorted((p for p in pods if _evicted(p)), key=lambda p: p["metadata"]["name"])
+    if evicted:
+        return JobStatus(FAILED, f"pod {evicted[0]['metadata']['name']} evicted: {_disruption(evicted[0])} "
+                         f"({NO_RETRIES})", group.submitted_at, group.admitted_at)
     succeeded = sum(1 for phase in phases.values() if phase == "Succeeded")
     if members and succeeded >= members:
         return JobStatus(SUCCEEDED, "", group.submitted_at, group.admitted_at, _last_finish(pods))
     if bound:
         return JobStatus(RUNNING, "", group.submitted_at, group.admitted_at)
     return group
+
+
+def _evicted(pod: dict[str, Any]) -> bool:
+    """Being deleted before it finished (a pod we delete at teardown is not passed here)."""
+    phase = (pod.get("status") or {}).get("phase", "Pending")
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) and phase not in ("Succeeded", "Failed")
+
+
+def _disruption(pod: dict[str, Any]) -> str:
+    """KAI's eviction message (the DisruptionTarget condition it sets with --update-pod-eviction-condition)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    target = next((c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+    if target is None:
+        return "deleted before it finished"
+    first_line = (str(target.get("message") or "").splitlines() or [""])[0]  # then KAI's per-queue usage lines
+    return f"{target.get('reason', '')}: {first_line}"
 
 
 def _last_finish(pods: Iterable[dict[str, Any]]) -> datetime | None:

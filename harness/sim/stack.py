@@ -149,6 +149,7 @@ def kai_components(layout: Layout, ports: Ports, version: str) -> list[Component
             kai("kai-scheduler"), "--leader-elect=false", f"--scheduler-name={KAI_SCHEDULER_NAME}",
             f"--namespace={KAI_NAMESPACES[0]}", f"--listen-address=127.0.0.1:{ports.kai_scheduler_metrics}",
             f"--plugin-server-port={ports.kai_scheduler_plugins}",  # binds all interfaces: KAI takes a port only
+            "--update-pod-eviction-condition",  # an evicted pod says why (DisruptionTarget) before KAI deletes it
         ), metrics(ports.kai_scheduler_metrics), ports.kai_scheduler_metrics, known_version=known, env=env),
     ]
 

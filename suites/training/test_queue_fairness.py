@@ -48,6 +48,11 @@ def run_fairness(api: client.ApiClient, backend: Backend, workloads: Workloads, 
             tracker.wait_until(f"{job.name} finished", state_is(workloads, job, "succeeded", "failed"),
                                profile.timeouts.complete)
     ended = time.time()
+    failed = [(job.name, status.reason) for tenant in profile.tenants for job in jobs[tenant.name]
+              if (status := workloads.status_of(job, workloads.jobs(tenant.namespace).objects)) is not None
+              and status.state == "failed"]
+    if failed:  # their GPU-seconds until then still count; e.g. KAI reclaims by deleting bare pods
+        ev.note(f"{len(failed)} jobs failed before finishing, first {failed[0][0]}: {failed[0][1]}")
 
     tl = workloads.timeline
     kind = workloads.jobs(profile.tenants[0].namespace).kind

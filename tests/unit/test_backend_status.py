@@ -110,3 +110,14 @@ def test_kai_job_state_folds_its_pods() -> None:
     result = kai.job_status(group, failed, members=2)
     assert result.state == "failed" and "rec-kai-1" in result.reason
     assert kai.job_status(group, [], members=2) == group
+
+
+def test_a_kai_job_whose_pod_kai_evicted_has_failed_and_says_who_took_it() -> None:
+    group = backends.ALL["kai"].status(recorded("kai-admitted"))
+    evicted = recorded("kai-pod-evicted")  # the DELETED event: bare pods are not recreated
+    result = kai.job_status(group, [evicted], members=1)
+    assert result.state == "failed"
+    assert "rb-2-0 evicted: PreemptionByScheduler: Pod poc-team-b/rb-2-0 was preempted by workload" in result.reason
+    assert "\n" not in result.reason  # KAI's per-queue usage lines stay in the pod's condition
+    finished = {**evicted, "status": {**evicted["status"], "phase": "Succeeded"}}
+    assert kai.job_status(group, [finished], members=1).state == "succeeded"  # deleted after it finished
