@@ -40,6 +40,7 @@ class Record:
     results: list[Result] = field(default_factory=list)
     finished_at: str = ""
     interrupted: bool = False
+    runner: str = ""  # Python, pytest and the platform the run ran on
     schema_version: int = SCHEMA_VERSION
 
     def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:

@@ -56,19 +56,19 @@ def run_fairness(api: client.ApiClient, backend: Backend, workloads: Workloads, 
 
     tl = workloads.timeline
     kind = workloads.jobs(profile.tenants[0].namespace).kind
-    pending_since = {}
-    drained_at = {}
+    pending_since: dict[str, float] = {}
+    drained_at: dict[str, float] = {}
     for tenant in profile.tenants:
         submitted = [first_seen(tl, kind, j.name, "queued", "admitted", "running") or started for j in jobs[tenant.name]]
         pending_since[tenant.name] = min(submitted)
     intervals = []
-    for name, start, end in running_intervals(tl, ended):
-        tenant = next((t.name for t in profile.tenants if name.startswith(f"fair-{t.name}-")), None)
-        if tenant:
-            intervals.append(fairness.Interval(tenant, start, end, size))
-    for tenant in names:
-        starts = [iv.start for iv in intervals if iv.tenant == tenant]
-        drained_at[tenant] = max(starts) if starts else ended
+    for pod, start, end in running_intervals(tl, ended):
+        owner = next((t.name for t in profile.tenants if pod.startswith(f"fair-{t.name}-")), None)
+        if owner:
+            intervals.append(fairness.Interval(owner, start, end, size))
+    for name in names:
+        starts = [iv.start for iv in intervals if iv.tenant == name]
+        drained_at[name] = max(starts) if starts else ended
     window = fairness.contended_window(pending_since, drained_at)
     measured = fairness.shares(fairness.gpu_seconds(intervals, window), names)
     expected = profile.expected_shares()

@@ -43,6 +43,7 @@ def test_record_of_a_sim_run_has_gpus_matrix_and_evidence(gang_run: Path) -> Non
     assert validate(data) == []
     assert {n["model"] for n in data["nodes"]} == {"NVIDIA-H100-80GB-HBM3"}
     assert {n["driver_version"] for n in data["nodes"]} == {"550.90.07"}
+    assert data["runner"].startswith("Python 3.") and ", pytest " in data["runner"]  # pytest-html's table is hidden
     record = load_record(gang_run / "record.json")
     criteria, backends, cells = record.matrix()
     assert criteria == ["training.gang_admission"] and backends == ["default", "volcano"]
