@@ -20,6 +20,7 @@ from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
 from harness.workloads import Workloads, job_object
+from suites.training.common import gpu_nodes
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
 FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succeeded", "kuberay": "running",
@@ -185,9 +186,7 @@ def test_a_kai_job_whose_pod_kai_reclaimed_has_failed_and_says_who_took_it(sim_a
     if not cluster.component_running("kai-scheduler"):
         pytest.skip("the sim runs without KAI-Scheduler (GPUPOC_SIM_SCHEDULERS)")
     team_a, team_b = queue_model.tenant("team-a"), queue_model.tenant("team-b")
-    per_node = queue_model.gpu.per_node
-    nodes = sum(1 for n in client.CoreV1Api(sim_api).list_node().items
-                if int((n.status.allocatable or {}).get(queue_model.gpu.resource, "0")) >= per_node)
+    per_node, nodes = queue_model.gpu.per_node, gpu_nodes(sim_api, queue_model)
     tracked = Workloads(sim_api, backends.ALL["kai"], "kai-reclaim", "test_kai_reclaim", queue_model.timeouts.delete)
     try:
         for i in range(nodes):  # team-b takes every GPU, beyond its quota
