@@ -90,6 +90,7 @@ def test_kai_processes_listen_on_loopback_and_read_the_kubeconfig_from_the_envir
     ports = Ports(37000)
     components = stack.kai_components(Layout(tmp_path), ports, "v0.12.0")
     assert [c.name for c in components][-1] == "kai-scheduler"  # its controllers first: it schedules last
+    assert "--update-pod-eviction-condition" in components[-1].argv  # an evicted pod says who took it
     for component in components:
         assert dict(component.env)["KUBECONFIG"] == str(tmp_path / "kai-scheduler.kubeconfig")
         assert "--leader-elect=false" in component.argv and component.health_url.startswith("http://127.0.0.1:")
