@@ -1,6 +1,8 @@
 # gpupoc: two set-up commands for a fresh machine, `make poc` and `make test`.
 PYTHON ?= python3
 STAMP := .venv-installed
+# The checkout's own harness (not whatever `gpupoc` an earlier install of another checkout left on PATH).
+GPUPOC := $(PYTHON) -m harness.cli
 # Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai).
 export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai
 
@@ -14,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 build: install
-	$(PYTHON) -m harness.cli sim build --with kai
+	$(GPUPOC) sim build --with kai
 
 # The main job: build the sim, start it, print the cluster and GPU inventory, stop it.
 poc: build
@@ -28,4 +30,4 @@ unit: install
 	$(PYTHON) -m pytest tests/unit
 
 clean-sim:
-	-$(PYTHON) -m harness.cli sim down
+	-$(GPUPOC) sim down

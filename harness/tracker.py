@@ -41,6 +41,7 @@ class Tracker:
         self._describe, self._server_time = describe, server_time
         self.timeline = timeline if timeline is not None else Timeline()
         self.objects: Objects = {}
+        self.gone: Objects = {}  # the last state of each object deleted while watched
         self.synced = False
         self.error: BaseException | None = None
         self._changed = threading.Condition()
@@ -69,6 +70,7 @@ class Tracker:
         name = obj["metadata"]["name"]
         if event == "DELETED":
             self.objects.pop(name, None)
+            self.gone[name] = obj
         else:
             self.objects[name] = obj
         self.timeline.add(Transition(self.kind, name, "deleted" if event == "DELETED" else self._describe(obj),

@@ -49,8 +49,6 @@ class Workloads:
     _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
     _deleted: set[str] = field(default_factory=set)  # jobs this test deleted itself
-    # Member pods deleted by someone else (KAI evicts bare pods by deleting them): their job's state keeps them.
-    _gone_pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def selector(self) -> str:
@@ -64,9 +62,7 @@ class Workloads:
         tracker = self._tracker(namespace, api_version, kind, lambda o: self.job_status(o).state,
                                 lambda o: self.job_status(o).admitted_at)
         if fresh and pods is not None:  # a pod's change is a change of its job: record it, wake the waits
-            def pod_changed(event: str, pod: dict[str, Any]) -> None:
-                if event == "DELETED" and job_of(pod) not in self._deleted:
-                    self._gone_pods[(namespace, pod["metadata"]["name"])] = pod
+            def pod_changed(_event: str, pod: dict[str, Any]) -> None:
                 job = tracker.objects.get(job_of(pod) or "")
                 if job is not None:
                     status = self.job_status(job)
@@ -81,10 +77,11 @@ class Workloads:
         fold = _pod_fold(self.backend)
         if fold is None:
             return self.backend.status(obj)
-        namespace, name = (obj.get("metadata") or {}).get("namespace", ""), obj["metadata"]["name"]
-        pods = self._trackers.get((namespace, "Pod"))
-        members = [p for p in list(pods.objects.values()) if job_of(p) == name] if pods else []
-        members += [p for (ns, _), p in list(self._gone_pods.items()) if ns == namespace and job_of(p) == name]
+        name = obj["metadata"]["name"]
+        pods = self._trackers.get(((obj.get("metadata") or {}).get("namespace", ""), "Pod"))
+        # Deleted pods count too: KAI evicts a bare pod by deleting it, and nothing recreates it.
+        seen = [*pods.objects.values(), *pods.gone.values()] if pods else []
+        members = [p for p in seen if job_of(p) == name]
         if name in self._deleted:  # our own deletion is no eviction
             members = [p for p in members if not p["metadata"].get("deletionTimestamp")]
         return fold(obj, members)

@@ -62,7 +62,7 @@ def job_status(group: JobStatus, pods: Iterable[dict[str, Any]], members: int) -
 
 
 def _evicted(pod: dict[str, Any]) -> bool:
-    """Being deleted before it finished (a pod we delete at teardown is not passed here)."""
+    """Being deleted before it finished (Workloads leaves out pods of jobs the test deleted itself)."""
     phase = (pod.get("status") or {}).get("phase", "Pending")
     return bool((pod.get("metadata") or {}).get("deletionTimestamp")) and phase not in ("Succeeded", "Failed")
 

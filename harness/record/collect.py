@@ -62,7 +62,8 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
     profile = cfg.profile
     config.stash[RECORD_KEY] = Record(
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
-        runner=f"Python {platform.python_version()}, pytest {pytest.__version__}, {platform.system()} {platform.machine()}",
+        runner=(f"Python {platform.python_version()}, pytest {pytest.__version__}, "
+                f"{platform.system()} {platform.machine()}"),
         profile={"name": profile.name, "source": profile.source, "thresholds": profile.thresholds,
                  "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants]})
 
