@@ -13,11 +13,13 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.resource import Resource
 
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import job_of
-from harness.backends.kueue import workload_status
+from harness.backends.kueue import API_VERSION as KUEUE_API_VERSION, workload_status
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline, Transition
 from harness.tracker import Tracker
@@ -25,6 +27,7 @@ from harness.errors import WaitTimeout
 from harness.wait import wait_gone
 
 
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # Kueue labels each Workload with the UID of the job it queues
 DIAGNOSTIC_LINES = 60
 LOG_BYTES = 4096
 
@@ -88,7 +91,7 @@ class Workloads:
 
     def kueue_workloads(self, namespace: str) -> Tracker:
         """Kueue's Workloads in `namespace` (for backends queued by Kueue whose job object is not one)."""
-        return self._tracker(namespace, "kueue.x-k8s.io/v1beta2", "Workload", lambda o: workload_status(o).state,
+        return self._tracker(namespace, KUEUE_API_VERSION, "Workload", lambda o: workload_status(o).state,
                              lambda o: workload_status(o).admitted_at)
 
     def pods(self, namespace: str) -> Tracker:
@@ -150,21 +153,43 @@ class Workloads:
         return text[-max_bytes:]
 
     def close(self) -> list[str]:
-        """Stop the watches, delete what this test created, wait until gone; return what stayed."""
+        """Stop the watches, delete what this test created, wait until gone; return what stayed.
+
+        Gone means their pods and the Kueue Workloads that queued them: a Workload lingering after its
+        job (Kueue's finalizer) would show up in the next test's namespace as one of that test's.
+        """
         for tracker in self._trackers.values():
             tracker.stop()
-        leftovers = []
         dynamic = DynamicClient(self.api)
+        owner_uids: list[str] = []
         for namespace, api_version, kind in sorted(self._submitted):
-            dynamic.resources.get(api_version=api_version, kind=kind).delete(
-                namespace=namespace, label_selector=self.selector, propagation_policy="Background")
+            resource = dynamic.resources.get(api_version=api_version, kind=kind)
+            ours = resource.get(namespace=namespace, label_selector=self.selector).items
+            owner_uids += [o.metadata.uid for o in ours]
+            resource.delete(namespace=namespace, label_selector=self.selector, propagation_policy="Background")
+        waits: list[tuple[Callable[..., Any], str, dict[str, Any]]] = []
         for namespace in sorted({ns for ns, _, _ in self._submitted}):
+            waits.append((client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
+                          {"namespace": namespace, "label_selector": self.selector}))
+            if owner_uids and (workloads := _kueue_workloads(dynamic)) is not None:
+                by_owner = f"{JOB_UID_LABEL} in ({','.join(owner_uids)})"
+                waits.append((workloads.get, f"Kueue Workloads of {self.test} in {namespace}",
+                              {"namespace": namespace, "label_selector": by_owner}))
+        leftovers = []
+        for list_func, what, selectors in waits:
             try:
-                wait_gone(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
-                          timeout_s=self.delete_timeout_s, namespace=namespace, label_selector=self.selector)
+                wait_gone(list_func, what, timeout_s=self.delete_timeout_s, **selectors)
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
         return leftovers
+
+
+def _kueue_workloads(dynamic: DynamicClient) -> Resource | None:
+    """Kueue's Workload resource, or None on a cluster without Kueue."""
+    try:
+        return dynamic.resources.get(api_version=KUEUE_API_VERSION, kind="Workload")
+    except ResourceNotFoundError:
+        return None
 
 
 PodFold = Callable[[dict[str, Any], list[dict[str, Any]]], JobStatus]

@@ -9,17 +9,19 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
 
 from harness import backends
 from harness.backends import Backend, GangJob
 from harness.backends.detect import missing_crd_reason
+from harness.backends.kueue import API_VERSION as KUEUE_API_VERSION
 from harness.manifests import MANAGED_LABEL, MANAGER
 from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
-from harness.workloads import Workloads, job_object
+from harness.workloads import JOB_UID_LABEL, Workloads, job_object
 from suites.training.common import gpu_nodes
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
@@ -205,3 +207,26 @@ def test_a_kai_job_whose_pod_kai_reclaimed_has_failed_and_says_who_took_it(sim_a
         assert [s.state for s in states(over.objects)].count("failed") == 1  # lost, not back to "admitted"
     finally:
         assert tracked.close() == []
+
+
+@pytest.mark.parametrize("name", ["kueue", "kuberay"])
+def test_teardown_waits_until_the_kueue_workloads_of_its_jobs_are_gone(sim_api: client.ApiClient,
+                                                                       queue_model: Profile, name: str) -> None:
+    """A Workload outlives its job for a moment; the next test must not find it. The job asks for more GPUs
+    than the sim has, so it stays queued with no pod whose deletion teardown could wait for instead."""
+    tenant = queue_model.tenant("team-a")
+    tracked = Workloads(sim_api, backends.ALL[name], "wl-teardown", f"test_wl_teardown_{name}",
+                        queue_model.timeouts.delete)
+    per_node = queue_model.gpu.per_node
+    job = GangJob(f"teardown-{name}", tenant, pods=gpu_nodes(sim_api, queue_model) + 1, gpus_per_pod=per_node,
+                  run_for_s=600)
+    tracked.submit(job)
+    queued = tracked.kueue_workloads(tenant.namespace).wait_until(
+        f"a Workload queues {job.name}", lambda objs: job_object(job, objs) is not None,
+        timeout_s=queue_model.timeouts.admit)
+    workload = job_object(job, queued)
+    assert workload is not None
+    assert tracked.close() == []
+    left = DynamicClient(sim_api).resources.get(api_version=KUEUE_API_VERSION, kind="Workload").get(
+        namespace=tenant.namespace, label_selector=f"{JOB_UID_LABEL}={workload['metadata']['labels'][JOB_UID_LABEL]}")
+    assert [w.metadata.name for w in left.items] == []
