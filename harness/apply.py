@@ -12,14 +12,13 @@ FIELD_MANAGER = "gpupoc"
 
 
 def apply_objects(api: client.ApiClient, objects: Iterable[dict[str, Any]],
-                  field_manager: str = FIELD_MANAGER) -> list[str]:
-    """Apply each object server-side (taking ownership of conflicting fields); return 'Kind/name' of each."""
+                  field_manager: str = FIELD_MANAGER) -> list[Any]:
+    """Apply each object server-side (taking ownership of conflicting fields); return each as the server stored it."""
     dynamic = DynamicClient(api)
     applied = []
     for obj in objects:
         meta = obj["metadata"]
         resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        dynamic.server_side_apply(resource, body=obj, name=meta["name"], namespace=meta.get("namespace"),
-                                  field_manager=field_manager, force_conflicts=True)
-        applied.append(f"{obj['kind']}/{meta['name']}")
+        applied.append(dynamic.server_side_apply(resource, body=obj, name=meta["name"], namespace=meta.get("namespace"),
+                                                 field_manager=field_manager, force_conflicts=True))
     return applied

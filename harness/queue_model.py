@@ -78,4 +78,4 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
         say(f"  PriorityClass {replaced}: value changed in the reference model; replaced (a value cannot change)")
     applied = apply_objects(target.api, objects)
     say(f"queue model applied ({len(applied)} objects) for {', '.join(present) or 'no queueing backend'}")
-    return applied
+    return [f"{o.kind}/{o.metadata.name}" for o in applied]

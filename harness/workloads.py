@@ -52,6 +52,7 @@ class Workloads:
     _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
     _deleted: set[str] = field(default_factory=set)  # jobs this test deleted itself
+    _uids: dict[str, set[str]] = field(default_factory=dict)  # namespace -> UIDs of the objects it submitted
 
     @property
     def selector(self) -> str:
@@ -108,14 +109,15 @@ class Workloads:
                                           timeline=self.timeline).start()
         return self._trackers[key]
 
-    def submit(self, job: GangJob) -> list[str]:
+    def submit(self, job: GangJob) -> None:
         """Apply the job's manifests (labelled), with its namespace's job and pod watches already running."""
         namespace = job.tenant.namespace
         self.jobs(namespace)
         self.pods(namespace)
         manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
-        return apply_objects(self.api, manifests)
+        applied = apply_objects(self.api, manifests)
+        self._uids.setdefault(namespace, set()).update(o.metadata.uid for o in applied)
 
     def delete(self, job: GangJob) -> None:
         """Delete the job's objects (ours: created and labelled by this test), pods in the background."""
@@ -161,26 +163,24 @@ class Workloads:
         for tracker in self._trackers.values():
             tracker.stop()
         dynamic = DynamicClient(self.api)
-        owner_uids: list[str] = []
         for namespace, api_version, kind in sorted(self._submitted):
-            resource = dynamic.resources.get(api_version=api_version, kind=kind)
-            ours = resource.get(namespace=namespace, label_selector=self.selector).items
-            owner_uids += [o.metadata.uid for o in ours]
-            resource.delete(namespace=namespace, label_selector=self.selector, propagation_policy="Background")
-        waits: list[tuple[Callable[..., Any], str, dict[str, Any]]] = []
-        for namespace in sorted({ns for ns, _, _ in self._submitted}):
-            waits.append((client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
-                          {"namespace": namespace, "label_selector": self.selector}))
-            if owner_uids and (workloads := _kueue_workloads(dynamic)) is not None:
-                by_owner = f"{JOB_UID_LABEL} in ({','.join(owner_uids)})"
-                waits.append((workloads.get, f"Kueue Workloads of {self.test} in {namespace}",
-                              {"namespace": namespace, "label_selector": by_owner}))
+            dynamic.resources.get(api_version=api_version, kind=kind).delete(
+                namespace=namespace, label_selector=self.selector, propagation_policy="Background")
         leftovers = []
-        for list_func, what, selectors in waits:
+
+        def wait_gone_or_report(list_func: Callable[..., Any], what: str, **selectors: Any) -> None:
             try:
                 wait_gone(list_func, what, timeout_s=self.delete_timeout_s, **selectors)
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
+
+        kueue_workloads = _kueue_workloads(dynamic) if self._uids else None
+        for namespace in sorted({ns for ns, _, _ in self._submitted}):
+            wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
+                                namespace=namespace, label_selector=self.selector)
+            if kueue_workloads is not None and (uids := sorted(self._uids.get(namespace, ()))):
+                wait_gone_or_report(kueue_workloads.get, f"Kueue Workloads of {self.test} in {namespace}",
+                                    namespace=namespace, label_selector=f"{JOB_UID_LABEL} in ({','.join(uids)})")
         return leftovers
 
 
