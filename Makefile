@@ -1,6 +1,10 @@
 # gpupoc: two set-up commands for a fresh machine, `make poc` and `make test`.
-PYTHON ?= python3
-STAMP := .venv-installed
+# Everything Python runs from the project's own virtual environment (.venv): a fresh machine's global
+# packages are never changed, and nothing installed globally can conflict.
+BASE_PYTHON ?= python3
+VENV := .venv
+PYTHON := $(CURDIR)/$(VENV)/bin/python
+STAMP := $(VENV)/.installed
 # The checkout's own harness (not whatever `gpupoc` an earlier install of another checkout left on PATH).
 GPUPOC := $(PYTHON) -m harness.cli
 # Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai).
@@ -10,7 +14,8 @@ export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai
 
 $(STAMP): pyproject.toml
 	bash sim/install-deps.sh
-	$(PYTHON) -m pip install -q -e '.[test]'
+	test -x $(PYTHON) || $(BASE_PYTHON) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -18,9 +23,9 @@ install: $(STAMP)
 build: install
 	$(GPUPOC) sim build --with kai
 
-# The main job: build the sim, start it, print the cluster and GPU inventory, stop it.
+# The main job: every suite on every backend on the sim, the acceptance record, outcomes vs suites/expected.yaml.
 poc: build
-	bash sim/poc.sh
+	PYTHON=$(PYTHON) bash sim/poc.sh
 
 # The project's tests: unit tests, then the integration tests against the sim.
 test: build

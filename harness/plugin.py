@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness import backends as backend_registry
+from harness import backends as backend_registry, criteria
 from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
-from harness.errors import ConfigError, CriterionViolation, HarnessError
+from harness.errors import ConfigError, HarnessError
+from harness.outcomes import ERROR, classify
 from harness.record import collect as record
 from harness.record.evidence import Evidence
 from harness.profile import Profile
@@ -139,10 +140,12 @@ def queue_model(target: Target, gpupoc_config: RunConfig) -> Profile:
 
 
 @pytest.fixture()
-def workloads(api: client.ApiClient, backend: Backend, gpupoc_config: RunConfig, queue_model: Profile,
+def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_config: RunConfig, queue_model: Profile,
               request: pytest.FixtureRequest) -> Iterator[Workloads]:
     """Submit jobs through this test's backend; what it created is deleted at teardown, leftovers reported."""
-    tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete)
+    submitter = target.seam.as_tenant if queue_model.submit_as == "tenant" else None
+    tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete,
+                        submitter)
     yield tracked
     call = request.node.stash.get(CALL_REPORT_KEY, None)
     diagnostics = tracked.diagnostics() if call is not None and call.failed else []
@@ -154,12 +157,13 @@ CALL_REPORT_KEY = pytest.StashKey[pytest.TestReport]()
 
 
 @pytest.fixture()
-def evidence(request: pytest.FixtureRequest) -> Callable[[str, str], Evidence]:
-    """evidence(criterion, statement) -> the Evidence this test fills; it goes into the record."""
+def evidence(request: pytest.FixtureRequest, profile: Profile) -> Callable[[str], Evidence]:
+    """evidence(criterion id) -> the Evidence this test fills, with the criterion's thresholds from the profile;
+    it goes into the record."""
     backend_name = getattr(getattr(request.node, "callspec", None), "params", {}).get("backend", "-")
 
-    def start(criterion: str, statement: str) -> Evidence:
-        found = Evidence(criterion, str(backend_name), statement)
+    def start(criterion_id: str) -> Evidence:
+        found = Evidence.of(criteria.get(criterion_id), str(backend_name), profile.thresholds[criterion_id])
         request.node.stash.setdefault(EVIDENCE_KEY, []).append(found)
         return found
     return start
@@ -176,8 +180,8 @@ def destructive(target: Target, gpupoc_config: RunConfig) -> Callable[[str], Non
 
 
 def is_harness_error(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
-    return (excinfo is not None and isinstance(excinfo.value, HarnessError)
-            and not isinstance(excinfo.value, CriterionViolation))
+    """The environment or the harness broke (outcomes.classify): ERROR, not FAIL."""
+    return excinfo is not None and classify(excinfo.value) == ERROR
 
 
 @pytest.hookimpl(wrapper=True)
@@ -187,10 +191,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.stash[CALL_REPORT_KEY] = report  # lets fixture teardowns know the test failed
     if report.when == "call" and report.failed and is_harness_error(call.excinfo):
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
+    if report.when == "call":
+        note_outages(item, report.start)
     outcome = record_outcome(report)
     if outcome:
         record.add_result(item.config, item, report, outcome, item.stash.get(EVIDENCE_KEY, []))
     return report
+
+
+def note_outages(item: pytest.Item, since: float) -> None:
+    """API outages during the test, bridged by the seam's retries or not, go into its evidence."""
+    target = item.config.stash.get(TARGET_KEY, None)
+    if target is None:
+        return
+    for outage in target.seam.outages_since(since):
+        for ev in item.stash.get(EVIDENCE_KEY, []):
+            ev.note(outage.describe())
 
 
 def record_outcome(report: pytest.TestReport) -> str | None:

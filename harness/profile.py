@@ -12,37 +12,18 @@ from typing import Any
 
 import yaml
 
+from harness.criteria import registered
 from harness.errors import ConfigError
 from harness.timeouts import OPERATIONS, Timeouts
 
+SUBMITTERS = ("runner", "tenant")  # who submits the jobs: the runner's identity, or each tenant's own
 BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default")
 
-# criterion id -> {threshold name: meaning}; every one must be present in a profile.
-CRITERIA: dict[str, dict[str, str]] = {
-    "training.gang_admission": {"max_partial_pods": "pods of a gang allowed bound while it cannot fit (0)",
-                                "all_bound_within_s": "seconds from capacity appearing to all pods bound"},
-    "training.queue_fairness": {"min_jain_index": "lowest acceptable Jain's fairness index (0..1]",
-                                "max_share_deviation": "largest acceptable |measured - expected| share"},
-    "training.priority_preemption": {"admit_within_s": "seconds for a high-priority job to be admitted",
-                                     "max_count_mismatch": "API vs Prometheus preemption count difference"},
-    "training.failure_recovery": {"recover_within_s": "seconds from a pod failure to all pods running again"},
-    "training.queue_wait": {"p95_s": "95th percentile submission-to-admission seconds per queue",
-                            "metric_tolerance_s": "allowed harness vs scheduler-metric disagreement"},
-    "inference.cold_start": {"ready_within_s": "seconds from apply to all replicas Ready"},
-    "inference.elasticity": {"resize_within_s": "seconds to reach a new replica count"},
-    "inference.rollout": {"min_available_ratio": "lowest available/desired during a rollout",
-                          "canary_share_tolerance": "allowed |measured - intended| canary share"},
-    "inference.service_discovery": {"max_mismatched_steps": "steps where endpoints != Ready pods (0)"},
-    "inference.latency": {"p50_ms": "median latency", "p95_ms": "95th percentile latency",
-                          "p99_ms": "99th percentile latency", "max_error_rate": "failed / total requests",
-                          "min_throughput_rps": "requests per second served"},
-    "governance.quota": {"admit_within_s": "seconds for a within-quota job to be admitted"},
-    "governance.borrowing": {"reclaim_within_s": "seconds for the lender to get its quota back"},
-    "governance.isolation": {"max_allowed_cross_tenant": "cross-tenant actions allowed (0)"},
-    "governance.audit": {"min_attributed_ratio": "workloads whose submitter the audit log names"},
-    "governance.monitoring": {"max_staleness_s": "age of the newest sample of each required metric"},
-    "governance.cost": {"max_relative_difference": "API vs Prometheus GPU-hours, relative"},
-}
+
+
+def criteria_thresholds() -> dict[str, dict[str, str]]:
+    """criterion id -> {threshold name: meaning}, of every implemented criterion; a profile sets each one."""
+    return {c.id: {t.name: t.meaning for t in c.thresholds} for c in registered().values()}
 
 
 @dataclass(frozen=True)
@@ -71,6 +52,7 @@ class Profile:
     thresholds: dict[str, dict[str, float]]
     timeouts: Timeouts
     prometheus_url: str | None = None
+    submit_as: str = "runner"  # "tenant": jobs are submitted acting as the tenant's identity
     extra: dict[str, Any] = field(default_factory=dict)
 
     def threshold(self, criterion: str, name: str) -> float:
@@ -144,9 +126,10 @@ def _tenant(item: Any, index: int, source: str) -> Tenant:
 
 
 def _thresholds(f: _Fields) -> dict[str, dict[str, float]]:
-    f.only(list(CRITERIA))
+    criteria = criteria_thresholds()
+    f.only(list(criteria))
     result = {}
-    for criterion, names in CRITERIA.items():
+    for criterion, names in criteria.items():
         sub = f.child(criterion)
         sub.only(list(names))
         values = {}
@@ -172,7 +155,10 @@ def _timeouts(f: _Fields) -> Timeouts:
 
 def parse_profile(data: Any, source: str) -> Profile:
     f = _Fields(data, "", source)
-    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus"))
+    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as"))
+    submit_as = f.get("submit_as", str, "runner")
+    if submit_as not in SUBMITTERS:
+        raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
     tenants_raw = f.get("tenants", list)
     if not tenants_raw:
         raise f.fail("tenants", "needs at least one tenant")
@@ -192,7 +178,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
-                   prometheus_url=prometheus.get("url", str, None))
+                   prometheus_url=prometheus.get("url", str, None), submit_as=submit_as)
 
 
 def load_profile(path: Path) -> Profile:

@@ -10,6 +10,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from harness.config import RunConfig, in_cluster
 from harness.errors import ConfigError, HarnessError
+from harness.seam import ClusterSeam
 from harness.sim import cluster
 from harness.sim.config import SimConfig
 
@@ -23,6 +24,7 @@ class Target:
     api: client.ApiClient
     prometheus_url: str | None
     kubernetes_version: str
+    seam: ClusterSeam
     started_sim: bool = False  # this process started the sim, so it stops it at the end
 
     @property
@@ -62,6 +64,8 @@ def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
 def connect(cfg: RunConfig) -> Target:
     """Connect and check the API server answers; a clear error when it does not."""
     kind, context, api, started = _api_for(cfg)
+    timeouts = cfg.profile.timeouts
+    seam = ClusterSeam(api, read_timeout_s=timeouts.request, budget_s=timeouts.retry_budget)
     try:
         version = client.VersionApi(api).get_code(_request_timeout=API_PROBE_TIMEOUT_S).git_version
     except (urllib3.exceptions.HTTPError, OSError, client.ApiException) as exc:
@@ -69,4 +73,4 @@ def connect(cfg: RunConfig) -> Target:
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
                            "check that the cluster is running and the kubeconfig points at it") from exc
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (cluster.prometheus_url() if kind == "sim" else None)
-    return Target(kind, context, api, prometheus, str(version), started)
+    return Target(kind, context, seam.api, prometheus, str(version), seam, started)

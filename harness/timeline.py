@@ -62,3 +62,15 @@ def percentile(values: list[float], q: float) -> float:
     low = int(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def pods_over_time(rows: list[dict[str, object]]) -> dict[str, list[tuple[float, float]]]:
+    """Pods bound or running, and running, over time, from the Pod rows of a timeline (with "t" seconds)."""
+    current: dict[str, str] = {}
+    series: dict[str, list[tuple[float, float]]] = {"bound or running": [], "running": []}
+    for row in sorted((r for r in rows if r.get("kind") == "Pod"), key=lambda r: float(str(r.get("t", 0)))):
+        current[str(row["name"])] = str(row["state"])
+        t = float(str(row.get("t", 0)))
+        series["bound or running"].append((t, sum(1 for s in current.values() if s in ("bound", "running"))))
+        series["running"].append((t, sum(1 for s in current.values() if s == "running")))
+    return series if series["running"] else {}

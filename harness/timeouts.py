@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERATIONS = ("apply", "admit", "run", "complete", "delete", "cleanup", "scale", "metric", "observe")
+OPERATIONS = ("apply", "admit", "run", "complete", "delete", "cleanup", "scale", "metric", "observe",
+              "request", "retry_budget")
 
 
 @dataclass(frozen=True)
@@ -18,3 +19,5 @@ class Timeouts:
     scale: float = 120.0     # a Deployment reaches a new size
     metric: float = 60.0     # a series appears in Prometheus
     observe: float = 10.0    # how long a blocked state is watched to show it holds
+    request: float = 20.0    # one API request's read timeout (a frozen API server is an ERROR, never a hang)
+    retry_budget: float = 30.0  # how long transient API failures are retried before the test is an ERROR

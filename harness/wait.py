@@ -1,7 +1,8 @@
 """One wait loop that owns the watch; callers pass pure predicates over objects.
 
 Every wait has a timeout, an early-failure predicate and a message naming the object and
-the last state it saw. A watch that expires (410 Gone) is resumed from a fresh list. Works
+the last state it saw. A watch that expires (410 Gone) or whose stream breaks is resumed from a
+fresh list; retrying the list itself is the cluster seam's job (harness/seam.py). Works
 with typed list functions (`CoreV1Api.list_namespaced_pod`) and with dynamic-client
 resources (`dynamic.resources.get(...).get`).
 """
@@ -18,15 +19,12 @@ import urllib3.exceptions
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.resource import Resource
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
-
 from harness.errors import HarnessError, WaitTimeout
 
 Predicate = Callable[[Any], bool]
 Describe = Callable[[Any], str]
 HTTP_GONE = 410
 WATCH_CHUNK_S = 5  # a stoppable watch re-checks its stop flag at least this often
-LIST_ATTEMPTS = 4
 RELIST = "RELIST"  # a (re)list begins: forget what was seen before
 LISTED = "LISTED"  # an object of the list
 SYNCED = "SYNCED"  # the list is complete; watch events follow
@@ -51,16 +49,11 @@ def _dynamic_resource(list_func: Callable[..., Any]) -> Resource | None:
     return None
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: the API server was briefly unavailable, overloaded or throttling."""
+def stream_broke(exc: BaseException) -> bool:
+    """A watch stream ended by the transport (reset, read timeout) or a transient status: re-list."""
     if isinstance(exc, ApiException):
-        return exc.status in (429, 500, 502, 503, 504)
+        return exc.status in (HTTP_GONE, 429, 500, 502, 503, 504)
     return isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError, ConnectionError))
-
-
-# Bounded retries of transient API errors; a persistent failure surfaces as it is.
-retry_transient = retry(retry=retry_if_exception(is_transient), stop=stop_after_attempt(LIST_ATTEMPTS),
-                        wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
 
 
 def events(list_func: Callable[..., Any], deadline: float, stop: threading.Event | None = None,
@@ -68,7 +61,7 @@ def events(list_func: Callable[..., Any], deadline: float, stop: threading.Event
     """RELIST, (LISTED, obj) for each object, SYNCED, then watch events until the deadline (or `stop`)."""
     resource = _dynamic_resource(list_func)
     while True:
-        listing = retry_transient(list_func)(**list_kwargs)
+        listing = list_func(**list_kwargs)
         yield RELIST, None
         for obj in listing.items:
             yield LISTED, obj
@@ -89,8 +82,8 @@ def events(list_func: Callable[..., Any], deadline: float, stop: threading.Event
                     if stop and stop.is_set():
                         return
             return
-        except ApiException as exc:
-            if exc.status != HTTP_GONE and not is_transient(exc):
+        except (ApiException, urllib3.exceptions.HTTPError, ConnectionError) as exc:
+            if not stream_broke(exc):
                 raise
         finally:
             watcher.stop()

@@ -19,7 +19,7 @@ from kubernetes.dynamic.resource import Resource
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import job_of
-from harness.backends.kueue import API_VERSION as KUEUE_API_VERSION, workload_status
+from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline, Transition
 from harness.tracker import Tracker
@@ -27,7 +27,6 @@ from harness.errors import WaitTimeout
 from harness.wait import wait_gone
 
 
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # Kueue labels each Workload with the UID of the job it queues
 DIAGNOSTIC_LINES = 60
 LOG_BYTES = 4096
 
@@ -48,6 +47,8 @@ class Workloads:
     run_id: str
     test: str
     delete_timeout_s: float
+    # the client a tenant's jobs are submitted with: acting as the tenant (ClusterSeam.as_tenant), or the runner's
+    submitter: Callable[[Tenant], client.ApiClient] | None = None
     timeline: Timeline = field(default_factory=Timeline)
     _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
@@ -90,10 +91,19 @@ class Workloads:
             members = [p for p in members if not p["metadata"].get("deletionTimestamp")]
         return fold(obj, members)
 
-    def kueue_workloads(self, namespace: str) -> Tracker:
-        """Kueue's Workloads in `namespace` (for backends queued by Kueue whose job object is not one)."""
-        return self._tracker(namespace, KUEUE_API_VERSION, "Workload", lambda o: workload_status(o).state,
-                             lambda o: workload_status(o).admitted_at)
+    def owned(self, namespace: str) -> Tracker | None:
+        """The objects a controller made for this backend's jobs in `namespace` (Kueue's Workloads), if any."""
+        owned = self.backend.owned_kind()
+        if owned is None:
+            return None
+        return self._tracker(namespace, owned.api_version, owned.kind, lambda o: owned.status(o).state,
+                             lambda o: owned.status(o).admitted_at)
+
+    def tracked_name(self, job: GangJob) -> str:
+        """The name of the object tracking `job` (Kueue names a Workload job-<job>-<hash>)."""
+        tracker = self.jobs(job.tenant.namespace)
+        obj = job_object(job, {**tracker.gone, **tracker.objects})
+        return str(obj["metadata"]["name"]) if obj is not None else job.name
 
     def pods(self, namespace: str) -> Tracker:
         return self._tracker(namespace, "v1", "Pod", pod_state, lambda _: None)
@@ -102,8 +112,10 @@ class Workloads:
                  server_time: Callable[[dict[str, Any]], Any]) -> Tracker:
         key = (namespace, kind)
         if key not in self._trackers:
-            # Workloads of Kueue carry no test label of ours: track the namespace, filter by owner when reading.
-            selector = None if kind == "Workload" else self.selector
+            # Objects a controller made (Kueue's Workloads) carry no test label of ours: track the namespace,
+            # filter by owner when reading.
+            owned = self.backend.owned_kind()
+            selector = None if owned is not None and kind == owned.kind else self.selector
             self._trackers[key] = Tracker(self.api, api_version, kind, namespace=namespace, label_selector=selector,
                                           describe=describe, server_time=server_time,
                                           timeline=self.timeline).start()
@@ -116,7 +128,8 @@ class Workloads:
         self.pods(namespace)
         manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
-        applied = apply_objects(self.api, manifests)
+        api = self.submitter(job.tenant) if self.submitter is not None else self.api
+        applied = apply_objects(api, manifests)
         self._uids.setdefault(namespace, set()).update(o.metadata.uid for o in applied)
 
     def delete(self, job: GangJob) -> None:
@@ -157,8 +170,9 @@ class Workloads:
     def close(self) -> list[str]:
         """Stop the watches, delete what this test created, wait until gone; return what stayed.
 
-        Gone means their pods and the Kueue Workloads that queued them: a Workload lingering after its
-        job (Kueue's finalizer) would show up in the next test's namespace as one of that test's.
+        Gone means their pods and what a controller made for them (Kueue's Workloads, by the job UID
+        label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
+        namespace as one of that test's.
         """
         for tracker in self._trackers.values():
             tracker.stop()
@@ -174,20 +188,22 @@ class Workloads:
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
 
-        kueue_workloads = _kueue_workloads(dynamic) if self._uids else None
+        owned = self.backend.owned_kind()
+        owned_resource = _resource(dynamic, owned.api_version, owned.kind) if owned and self._uids else None
         for namespace in sorted({ns for ns, _, _ in self._submitted}):
             wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
                                 namespace=namespace, label_selector=self.selector)
-            if kueue_workloads is not None and (uids := sorted(self._uids.get(namespace, ()))):
-                wait_gone_or_report(kueue_workloads.get, f"Kueue Workloads of {self.test} in {namespace}",
-                                    namespace=namespace, label_selector=f"{JOB_UID_LABEL} in ({','.join(uids)})")
+            if owned and owned_resource is not None and (uids := sorted(self._uids.get(namespace, ()))):
+                wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
+                                    namespace=namespace,
+                                    label_selector=f"{owned.job_uid_label} in ({','.join(uids)})")
         return leftovers
 
 
-def _kueue_workloads(dynamic: DynamicClient) -> Resource | None:
-    """Kueue's Workload resource, or None on a cluster without Kueue."""
+def _resource(dynamic: DynamicClient, api_version: str, kind: str) -> Resource | None:
+    """The resource, or None on a cluster without it (its controller is not installed)."""
     try:
-        return dynamic.resources.get(api_version=KUEUE_API_VERSION, kind="Workload")
+        return dynamic.resources.get(api_version=api_version, kind=kind)
     except ResourceNotFoundError:
         return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kubernetes import client
@@ -65,8 +66,58 @@ class JobStatus:
     finished_at: datetime | None = None
 
 
+# Capabilities a suite may ask for; a backend says which it lacks, and why (the SKIP or "not checked" reason).
+GANG = "gang admission"                      # all-or-nothing admission of a job's pods
+RETRY_POLICY = "retry policy"                # a failed pod is retried by the job's own policy
+JOBS_COMPLETE = "jobs complete"              # a job runs to completion on this target
+PREEMPTION_COUNTER = "preemption counter"    # the scheduler counts preemptions in Prometheus
+WAIT_HISTOGRAM = "wait histogram"            # the scheduler exports a submission-to-admission histogram
+CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM)
+
+
+@dataclass(frozen=True)
+class PreemptionCounter:
+    """The scheduler's own preemption count, and the unit it counts in (pods, workloads or preemptors)."""
+
+    promql: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class OwnedKind:
+    """Objects a controller makes for our jobs (Kueue's Workloads): tracked, and waited out at teardown."""
+
+    api_version: str
+    kind: str
+    status: Callable[[dict[str, Any]], JobStatus]
+    job_uid_label: str  # the label naming the UID of the job it belongs to
+
+
+@dataclass(frozen=True)
+class WaitHistogram:
+    """The scheduler's submission-to-admission histogram: name, seconds per unit, per-queue label ('' if none)."""
+
+    metric: str
+    seconds_per_unit: float = 1.0
+    queue_label: str = ""
+
+
 class Backend(Protocol):
     name: str
+
+    def lacks(self, capability: str, target_kind: str) -> str | None:
+        """None when this backend has `capability` on a target of `target_kind`, else why not."""
+        ...
+
+    def preemption_counter(self) -> PreemptionCounter | None:
+        ...
+
+    def wait_histogram(self) -> WaitHistogram | None:
+        ...
+
+    def owned_kind(self) -> OwnedKind | None:
+        """Objects a controller makes for our jobs (tracked, and waited out at teardown), if any."""
+        ...
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         """None when the backend can be used on this cluster, else why not (the SKIP reason)."""
@@ -84,6 +135,39 @@ class Backend(Protocol):
         """Pure: the job's state from its tracked object (as a dict)."""
         ...
 
+
+
+class Capabilities:
+    """What a backend can do, as data: the capabilities it lacks everywhere and those it lacks on the sim."""
+
+    name = ""
+    lacking: dict[str, str] = {}          # capability -> why this backend never has it
+    lacking_on_sim: dict[str, str] = {}   # capability -> why not on the sim
+    preemption: PreemptionCounter | None = None
+    wait: WaitHistogram | None = None
+    owned: OwnedKind | None = None
+
+    def lacks(self, capability: str, target_kind: str) -> str | None:
+        if capability not in CAPABILITIES:
+            raise ValueError(f"unknown capability {capability!r}; known: {', '.join(CAPABILITIES)}")
+        if capability in self.lacking:
+            return f"{self.name}: {self.lacking[capability]}"
+        if target_kind == "sim" and capability in self.lacking_on_sim:
+            return f"{self.name}: {self.lacking_on_sim[capability]}"
+        if capability == PREEMPTION_COUNTER and self.preemption is None:
+            return f"{self.name}: no preemption counter exported"
+        if capability == WAIT_HISTOGRAM and self.wait is None:
+            return f"{self.name}: no submission-to-admission histogram exported"
+        return None
+
+    def preemption_counter(self) -> PreemptionCounter | None:
+        return self.preemption
+
+    def wait_histogram(self) -> WaitHistogram | None:
+        return self.wait
+
+    def owned_kind(self) -> OwnedKind | None:
+        return self.owned
 
 
 def job_of(obj: dict[str, Any]) -> str | None:

@@ -6,12 +6,14 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import GangJob, JobStatus
+from harness.backends.base import GANG, Capabilities, GangJob, JobStatus, PreemptionCounter
 from harness.backends.batch import batch_job, batch_status
 
 
-class DefaultBackend:
+class DefaultBackend(Capabilities):
     name = "default"
+    lacking = {GANG: "kube-scheduler binds pod by pod; it has no gang admission"}
+    preemption = PreemptionCounter("sum(scheduler_preemption_victims_sum)", "pods")
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return None  # kube-scheduler is part of every cluster

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+from harness.backends.base import (ADMITTED, RETRY_POLICY, Capabilities, PreemptionCounter, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -83,8 +83,12 @@ def _last_finish(pods: Iterable[dict[str, Any]]) -> datetime | None:
     return max((t for t in times if t is not None), default=None)
 
 
-class KaiBackend:
+class KaiBackend(Capabilities):
     name = "kai"
+    lacking = {RETRY_POLICY: NO_RETRIES}
+    # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
+    # high-priority jobs that got their GPUs by evicting someone.
+    preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)

@@ -10,13 +10,12 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+from harness.backends.base import (ADMITTED, JOBS_COMPLETE, Capabilities, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
-from harness.backends.kueue import QUEUE_LABEL
+from harness.backends.kueue import PREEMPTED_WORKLOADS, QUEUE_LABEL, WORKLOAD_KIND
 
 API_VERSION = "ray.io/v1"
-COMPLETES_ON_SIM = False
 
 
 def rayjob_status(obj: dict[str, Any]) -> JobStatus:
@@ -37,8 +36,11 @@ def rayjob_status(obj: dict[str, Any]) -> JobStatus:
     return JobStatus(QUEUED, deployment or "", submitted)
 
 
-class KubeRayBackend:
+class KubeRayBackend(Capabilities):
     name = "kuberay"
+    lacking_on_sim = {JOBS_COMPLETE: "a RayJob cannot complete on the sim (no Ray dashboard on a simulated pod IP)"}
+    preemption = PREEMPTED_WORKLOADS  # RayJobs are queued, and preempted, by Kueue
+    owned = WORKLOAD_KIND
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "ray.io", "RayJob", self.name)

@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
+from harness.backends.base import (ADMITTED, Capabilities, OwnedKind, PreemptionCounter, WaitHistogram, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
@@ -41,8 +41,16 @@ def owner_name(obj: dict[str, Any]) -> str | None:
     return owners[0]["name"] if owners else None
 
 
-class KueueBackend:
+PREEMPTED_WORKLOADS = PreemptionCounter("sum(kueue_preempted_workloads_total)", "workloads")
+# Kueue labels each Workload with the UID of the job it queues
+WORKLOAD_KIND = OwnedKind(API_VERSION, "Workload", workload_status, "kueue.x-k8s.io/job-uid")
+
+
+class KueueBackend(Capabilities):
     name = "kueue"
+    preemption = PREEMPTED_WORKLOADS
+    wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
+    owned = WORKLOAD_KIND
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "kueue.x-k8s.io", "Workload", self.name)

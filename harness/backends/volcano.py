@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+from harness.backends.base import (FAILED, Capabilities, PreemptionCounter, WaitHistogram, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -32,8 +32,11 @@ def volcano_status(obj: dict[str, Any]) -> JobStatus:
     return JobStatus(QUEUED, state.get("message", "") or phase, submitted)
 
 
-class VolcanoBackend:
+class VolcanoBackend(Capabilities):
     name = "volcano"
+    preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
+    # Volcano's histogram has no queue label: it covers every queue at once
+    wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)

@@ -10,9 +10,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-STATE_ORDER = ("pending", "queued", "bound", "admitted", "running", "succeeded", "failed", "preempted", "deleted")
-
-
 def _svg(fig: Any) -> str:
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight")
@@ -35,24 +32,8 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], ylabel:
     return _svg(fig)
 
 
-def pods_over_time(timeline: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
-    """Pods in each state (bound, running) over time, from the Pod rows of a timeline."""
-    current: dict[str, str] = {}
-    series: dict[str, list[tuple[float, float]]] = {"bound or running": [], "running": []}
-    for row in sorted((r for r in timeline if r.get("kind") == "Pod"), key=lambda r: float(r.get("t", 0))):
-        current[str(row["name"])] = str(row["state"])
-        t = float(row.get("t", 0))
-        series["bound or running"].append((t, sum(1 for s in current.values() if s in ("bound", "running"))))
-        series["running"].append((t, sum(1 for s in current.values() if s == "running")))
-    return series if series["running"] else {}
-
-
 def evidence_charts(evidence: dict[str, Any]) -> list[str]:
-    charts = []
-    if evidence.get("series"):
-        charts.append(line_chart(f"{evidence['criterion']}: shares over the contended window",
-                                 evidence["series"], "share"))
-    pods = pods_over_time(evidence.get("timeline") or [])
-    if pods:
-        charts.append(line_chart(f"{evidence['criterion']}: pods over time", pods, "pods"))
-    return charts
+    """The charts the criterion declared (Criterion.charts), drawn from the evidence's series of that key."""
+    series = evidence.get("series") or {}
+    return [line_chart(f"{evidence['criterion']}: {spec['title']}", series[spec["key"]], spec["ylabel"])
+            for spec in evidence.get("charts") or [] if series.get(spec["key"])]

@@ -87,7 +87,8 @@ def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]
 
 def evidence_dict(ev: Evidence) -> dict[str, Any]:
     data = asdict(ev)
-    data["checks"] = [{**asdict(c), "passed": c.passed} for c in ev.checks]
+    data.pop("_spec", None)
+    data["checks"] = [{**asdict(c), "passed": c.passed, "verdict": c.verdict} for c in ev.checks]
     return data
 
 

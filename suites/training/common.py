@@ -8,22 +8,23 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend, GangJob
-from harness.backends.kuberay import COMPLETES_ON_SIM
-from harness.target import Target
 from harness.backends.base import job_of
 from harness.profile import Profile
 from harness.record.evidence import Evidence
-from harness.timeline import Timeline
+from harness.target import Target
+from harness.timeline import Timeline, pods_over_time
 from harness.tracker import Objects
 from harness.workloads import Workloads
 
-LONG_RUN_S = 3600.0
+LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
 
 
-def skip_unless_jobs_complete(target: Target, backend: Backend) -> None:
-    """RayJobs never complete on the sim (nothing answers the Ray dashboard on a simulated pod IP)."""
-    if target.kind == "sim" and backend.name == "kuberay" and not COMPLETES_ON_SIM:
-        pytest.skip("kuberay: a RayJob cannot complete on the sim (no Ray dashboard on a simulated pod IP)")  # jobs that must keep their GPUs until the test releases them
+def require(target: Target, backend: Backend, *capabilities: str) -> None:
+    """SKIP, with the backend's reason, when it lacks a capability this case needs on this target."""
+    for capability in capabilities:
+        reason = backend.lacks(capability, target.kind)
+        if reason:
+            pytest.skip(reason)
 
 
 def gpu_nodes(api: client.ApiClient, profile: Profile) -> int:
@@ -49,7 +50,9 @@ def bound_pods(objects: Objects, job: GangJob) -> int:
 
 
 def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> None:
+    """The timeline (seconds from the test's start) and the pods-over-time series drawn from it."""
     evidence.timeline = [{**row, "t": round(float(str(row["seen_at"])) - start, 3)} for row in timeline.as_rows()]
+    evidence.series["pods"] = pods_over_time(evidence.timeline)
 
 
 def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:

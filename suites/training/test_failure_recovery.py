@@ -12,22 +12,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from harness.backends import Backend, GangJob
-from harness.backends.kai import NO_RETRIES
+from harness.backends.base import JOBS_COMPLETE, RETRY_POLICY
+from harness.criteria.training.failure_recovery import CRITERION
 from harness.errors import WaitTimeout
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.safety import require_ours
 from harness.target import Target
 from harness.workloads import Workloads
-from suites.training.common import attach_timeline, belongs, skip_unless_jobs_complete, state_is
+from suites.training.common import attach_timeline, belongs, require, state_is
 
-CRITERION = "training.failure_recovery"
-STATEMENT = ("A pod of a running multi-pod job fails; the job recovers by its policy and completes; the time "
-             "from the failure to all pods running again is within the threshold.")
 PODS, RUN_S, RETRIES = 2, 15.0, 3
 FAIL_LABEL, FAIL_AFTER = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after"
 
@@ -70,10 +67,9 @@ def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, pr
     recovered_s: float | None = None
     jobs = workloads.jobs(tenant.namespace)
     jobs.on_event(lambda _event, _job: pods.poke())  # a failed job ends the wait for its pods at once
-    try:
+    try:  # bounded by the operation's timeout, not the threshold: a slow recovery is measured, then compared
         pods.wait_until(f"{job.name}: {PODS} pods running again",
-                        lambda o: len(running(o, job, not_uid=victim_uid)) == PODS,
-                        profile.threshold(CRITERION, "recover_within_s"),
+                        lambda o: len(running(o, job, not_uid=victim_uid)) == PODS, profile.timeouts.run,
                         failed=lambda _: _failed_reason(workloads, job, jobs.objects))
         recovered_s = time.time() - failed_at
         jobs.wait_until(f"{job.name} completed", state_is(workloads, job, "succeeded"), profile.timeouts.complete,
@@ -84,8 +80,8 @@ def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, pr
         ev.note(f"job did not recover: {exc}")
     status = workloads.status_of(job, jobs.objects)
     ev.note(f"final state: {status.state if status else 'unknown'} {status.reason if status else ''}".strip())
-    ev.expect("recover_within_s", None if recovered_s is None else round(recovered_s, 3),
-              profile.threshold(CRITERION, "recover_within_s"), "<=", " s")
+    # a job that failed instead of recovering has no recovery time: "nothing measured" is the finding
+    ev.expect("recover_within_s", None if recovered_s is None else round(recovered_s, 3))
     attach_timeline(ev, workloads.timeline, started)
     ev.verdict()
 
@@ -97,19 +93,17 @@ def _failed_reason(workloads: Workloads, job: GangJob, objects: dict[str, dict[s
 
 def test_failure_recovery(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
                           queue_model: Profile, destructive: Callable[[str], None],
-                          evidence: Callable[[str, str], Evidence]) -> None:
-    skip_unless_jobs_complete(target, backend)
-    if backend.name == "kai":
-        pytest.skip(f"kai: {NO_RETRIES}")
+                          evidence: Callable[[str], Evidence]) -> None:
+    require(target, backend, JOBS_COMPLETE, RETRY_POLICY)
     destructive("fail a pod of a running job")
-    run_recovery(api, target, workloads, queue_model, evidence(CRITERION, STATEMENT))
+    run_recovery(api, target, workloads, queue_model, evidence(CRITERION.id))
 
 
 def test_exhausted_retries_are_reported_as_failed(api: client.ApiClient, target: Target, backend: Backend,
                                                   workloads: Workloads, queue_model: Profile,
                                                   destructive: Callable[[str], None]) -> None:
     """With no retry left, the job ends failed and the harness reports it with the scheduler's reason."""
-    skip_unless_jobs_complete(target, backend)
+    require(target, backend, JOBS_COMPLETE)
     destructive("fail a pod of a running job")
     tenant = queue_model.tenants[0]
     job = GangJob("no-retry", tenant, PODS, 1, run_for_s=RUN_S * 4, max_retries=0, restart_on_failure=False)

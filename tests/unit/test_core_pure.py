@@ -140,16 +140,15 @@ def test_labelled_reaches_volcano_tasks_and_ray_groups() -> None:
 
 
 def test_queue_wait_disagreement_allows_the_metrics_bucket() -> None:
-    from harness.measure.queue_wait import bucket_around, disagreement, summarize
+    from harness.criteria.training.queue_wait import bucket_around, disagreement, summarize
     assert bucket_around([1, 2, 5, 10, 20], 18.5) == (10, 20)
     assert disagreement(12.0, 18.5, [1, 2, 5, 10, 20]) == 0.0
     assert disagreement(3.0, 18.5, [1, 2, 5, 10, 20]) == 7.0
-    assert disagreement(3.0, None, []) is None
     assert summarize("q", [1, 2, 3, 4]).p50_s == 2.5
 
 
 def test_fairness_math() -> None:
-    from harness.measure import fairness
+    from harness.criteria.training import queue_fairness as fairness
     ivs = [fairness.Interval("a", 0, 10, 4), fairness.Interval("b", 0, 10, 4), fairness.Interval("a", 10, 20, 8)]
     totals = fairness.gpu_seconds(ivs, (0, 20))
     assert totals == {"a": 120.0, "b": 40.0}
@@ -162,8 +161,22 @@ def test_fairness_math() -> None:
     assert fairness.contended_window({"a": 1, "b": 3}, {"a": 30, "b": 20}) == (3, 20)
 
 
+def test_late_tenant_time_to_its_share() -> None:
+    from harness.criteria.training import queue_fairness as fairness
+    # b arrives at 10 and gets one 4-GPU job at 12, a second at 15: its 8 GPUs (0.25 of 32) from 15 on
+    ivs = [fairness.Interval("a", 0, 30, 24), fairness.Interval("b", 12, 30, 4), fairness.Interval("b", 15, 30, 4)]
+    assert fairness.entitled(0.25, 32, 4) == 8
+    assert fairness.time_to_share(ivs, "b", 10.0, 8) == 5.0
+    assert fairness.time_to_share(ivs, "b", 10.0, 12) is None
+    # FIFO: b gets nothing until a's backlog drains; over the contended window its share is 0
+    fifo = [fairness.Interval("a", 0, 20, 32), fairness.Interval("b", 20, 30, 32)]
+    shares = fairness.shares(fairness.gpu_seconds(fifo, (10, 20)), ["a", "b"])
+    assert shares == {"a": 1.0, "b": 0.0}
+    assert fairness.jain_index(shares, {"a": 0.75, "b": 0.25}) == 0.5
+
+
 def test_gang_watch_keeps_the_worst_partial_binding() -> None:
-    from harness.measure.gang import GangWatch
+    from harness.criteria.training.gang_admission import GangWatch
     watch = GangWatch(3)
 
     def pod(name: str, node: str | None) -> dict[str, object]:

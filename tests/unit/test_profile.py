@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
-from harness.profile import CRITERIA, load_profile, parse_profile
+from harness.profile import criteria_thresholds, load_profile, parse_profile
 from harness.sim.paths import REPO_ROOT
 
 SIM = REPO_ROOT / "profiles" / "sim.yaml"
@@ -25,14 +25,16 @@ def data() -> dict[str, Any]:
 @pytest.mark.parametrize("path", ["sim.yaml", "kind.yaml"])
 def test_reference_profiles_are_valid_and_cover_every_criterion(path: str) -> None:
     profile = load_profile(REPO_ROOT / "profiles" / path)
-    assert set(profile.thresholds) == set(CRITERIA)
+    assert set(profile.thresholds) == set(criteria_thresholds())
     assert abs(sum(profile.expected_shares().values()) - 1) < 1e-9
 
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d["thresholds"].pop("training.gang_admission"), "thresholds.training.gang_admission: missing"),
     (lambda d: d["thresholds"]["training.queue_fairness"].update(min_jain=1), "min_jain: unknown field"),
-    (lambda d: d["thresholds"]["inference.latency"].update(p99_ms="fast"), "p99_ms: must be a number"),
+    (lambda d: d["thresholds"]["training.queue_wait"].update(p95_s="fast"), "p95_s: must be a number"),
+    (lambda d: d["thresholds"].update({"inference.latency": {"p99_ms": 5}}), "inference.latency: unknown field"),
+    (lambda d: d.update(submit_as="root"), "submit_as: must be one of runner, tenant"),
     (lambda d: d["tenants"][1].update(weight=0), "tenants[1].weight: must be greater than 0"),
     (lambda d: d["tenants"][0]["queues"].update(slurm="q"), "tenants[0].queues.slurm: unknown field"),
     (lambda d: d["tenants"][1].update(name="team-a"), "tenant names must be unique"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
 import sys
 
@@ -11,7 +11,7 @@ import pytest
 from harness.sim.paths import REPO_ROOT
 
 
-@pytest.mark.skipif(shutil.which("mypy") is None, reason="mypy not installed (pip install -e '.[test]')")
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy not installed (pip install -e '.[test]')")
 def test_mypy_strict_on_harness() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

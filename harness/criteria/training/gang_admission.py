@@ -1,9 +1,20 @@
-"""Gang admission: while a gang cannot fit, how many of its pods were bound at once; then time to all bound."""
+"""Batch training 1 — gang admission: while a gang cannot fit, how many of its pods were bound at once;
+then the time from capacity appearing to all of them bound."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
+
+CRITERION = register(Criterion(
+    "training.gang_admission",
+    "When free GPUs are fewer than a job needs, none of its pods is bound at any moment; when capacity appears, "
+    "all are bound within the threshold.",
+    (Threshold("max_partial_pods", "pods of a gang allowed bound while it cannot fit (0)", AT_MOST, " pods"),
+     Threshold("all_bound_within_s", "seconds from capacity appearing to all pods bound", AT_MOST, " s")),
+    (Chart("pods", "pods over time", "pods"),)))
 
 
 @dataclass

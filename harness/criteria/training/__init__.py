@@ -1,0 +1,1 @@
+"""Batch training criteria (ACCEPTANCE.md, Batch training 1-5)."""

@@ -1,0 +1,178 @@
+"""The cluster seam: every request of the runner goes through one place.
+
+`install(api, ...)` puts a `SeamTransport` between an ApiClient and its REST client. Every request
+(typed client, dynamic client, watch) then carries a client-side timeout, so a frozen API server
+ends in an error instead of a hang, and transient failures (connection refused or reset, timeouts,
+429, 5xx) are retried within a retry budget. An outage the budget bridges is logged (`Outage`) so
+the evidence can say so; one that outlasts it raises `ApiUnavailable`, an ERROR, never a FAIL.
+
+`ClusterSeam.as_tenant(tenant)` is an ApiClient acting as the tenant's identity from the profile:
+impersonation of its ServiceAccount. Requests made as a tenant go through the same seam.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+from kubernetes import client
+
+from harness.errors import HarnessError
+from harness.profile import Tenant
+
+TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
+CONNECT_TIMEOUT_S = 5.0
+DEFAULT_READ_TIMEOUT_S = 20.0
+DEFAULT_RETRY_BUDGET_S = 30.0
+WATCH_READ_MARGIN_S = 15.0  # a watch may be idle for its whole timeoutSeconds; read a little longer
+BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
+_WATCH_TIMEOUT = re.compile(r"[?&]timeoutSeconds=(\d+)")
+
+
+class ApiUnavailable(HarnessError):
+    """The API server did not answer within the retry budget: the environment broke (ERROR)."""
+
+
+@dataclass
+class Outage:
+    """Transient failures of requests, from the first to the last retry, bridged or not."""
+
+    started: float
+    ended: float
+    retries: int
+    cause: str
+    bridged: bool = True
+
+    def describe(self) -> str:
+        how = "bridged" if self.bridged else "NOT bridged"
+        return (f"API server unavailable for {self.ended - self.started:.1f}s ({self.retries} retries, "
+                f"{self.cause}); {how} by the retry budget")
+
+
+@dataclass
+class RetryLog:
+    """Every outage the seam saw, shared by the runner's and the tenants' clients."""
+
+    outages: list[Outage] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, outage: Outage) -> None:
+        with self.lock:
+            self.outages.append(outage)
+
+    def since(self, start: float) -> list[Outage]:
+        with self.lock:
+            return [o for o in self.outages if o.ended >= start]
+
+
+def transient_cause(exc: BaseException | None, status: int | None) -> str | None:
+    """Pure: why a request is worth retrying (None when it is not)."""
+    if status in TRANSIENT_STATUSES:
+        return f"HTTP {status}"
+    if isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)):
+        return type(exc).__name__
+    return None
+
+
+def read_timeout(url: str, default_s: float) -> float:
+    """Pure: a watch's read timeout covers its server-side timeoutSeconds; other requests get the default."""
+    found = _WATCH_TIMEOUT.search(url)
+    if found and "watch=true" in url:
+        return float(found.group(1)) + WATCH_READ_MARGIN_S
+    return default_s
+
+
+class SeamTransport:
+    """Wraps an ApiClient's RESTClientObject: default timeouts, retries within a budget, outages logged."""
+
+    def __init__(self, inner: Any, log: RetryLog, read_timeout_s: float, budget_s: float) -> None:
+        self.inner, self.log = inner, log
+        self.read_timeout_s, self.budget_s = read_timeout_s, budget_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def request(self, method: str, url: str, headers: Any = None, body: Any = None, post_params: Any = None,
+                _request_timeout: Any = None) -> Any:
+        timeout = _request_timeout or (CONNECT_TIMEOUT_S, read_timeout(url, self.read_timeout_s))
+        started = time.monotonic()
+        first_failure: float | None = None
+        retries, cause = 0, ""
+        while True:
+            exc: BaseException | None = None
+            response = None
+            try:
+                response = self.inner.request(method, url, headers=headers, body=body, post_params=post_params,
+                                              _request_timeout=timeout)
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                exc = error
+            failure = transient_cause(exc, getattr(response, "status", None))
+            if failure is None:
+                if exc is not None:
+                    raise exc
+                if first_failure is not None:
+                    self.log.add(Outage(_wall(first_failure), time.time(), retries, cause))
+                return response
+            if response is not None:
+                response.read()  # give the connection back to the pool before retrying
+            first_failure = first_failure if first_failure is not None else time.monotonic()
+            cause = failure
+            if time.monotonic() - started >= self.budget_s:
+                self.log.add(Outage(_wall(first_failure), time.time(), retries, cause, bridged=False))
+                raise ApiUnavailable(f"API server {method} {_path(url)}: {cause} for {time.monotonic() - started:.0f}s "
+                                     f"(retry budget {self.budget_s:.0f}s, {retries} retries); "
+                                     "check that the API server is running and reachable") from exc
+            time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
+            retries += 1
+
+
+def _wall(monotonic_at: float) -> float:
+    return time.time() - (time.monotonic() - monotonic_at)
+
+
+def _path(url: str) -> str:
+    return re.sub(r"^https?://[^/]+", "", url).split("?")[0]
+
+
+def install(api: client.ApiClient, log: RetryLog, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+            budget_s: float = DEFAULT_RETRY_BUDGET_S) -> client.ApiClient:
+    """Route every request of `api` through the seam (idempotent)."""
+    if not isinstance(api.rest_client, SeamTransport):
+        api.rest_client = SeamTransport(api.rest_client, log, read_timeout_s, budget_s)
+    return api
+
+
+def impersonating(api: client.ApiClient, user: str) -> client.ApiClient:
+    """A client with `api`'s credentials acting as `user` (the API server adds a ServiceAccount's groups)."""
+    acting = client.ApiClient(configuration=copy.copy(api.configuration))
+    acting.set_default_header("Impersonate-User", user)
+    return acting
+
+
+def service_account_user(tenant: Tenant) -> str:
+    return f"system:serviceaccount:{tenant.namespace}:{tenant.identity}"
+
+
+class ClusterSeam:
+    """The runner's client and, per tenant, a client acting as that tenant; all through the seam."""
+
+    def __init__(self, api: client.ApiClient, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+                 budget_s: float = DEFAULT_RETRY_BUDGET_S) -> None:
+        self.log = RetryLog()
+        self.read_timeout_s, self.budget_s = read_timeout_s, budget_s
+        self.api = install(api, self.log, read_timeout_s, budget_s)
+        self._tenants: dict[str, client.ApiClient] = {}
+
+    def as_tenant(self, tenant: Tenant) -> client.ApiClient:
+        if tenant.name not in self._tenants:
+            acting = impersonating(self.api, service_account_user(tenant))
+            self._tenants[tenant.name] = install(acting, self.log, self.read_timeout_s, self.budget_s)
+        return self._tenants[tenant.name]
+
+    def outages_since(self, start: float) -> list[Outage]:
+        return self.log.since(start)
