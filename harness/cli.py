@@ -12,13 +12,14 @@ from typing import NoReturn
 from kubernetes import client
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from harness import cleanup, queue_model
+from harness import cleanup, outcomes, queue_model
 from harness.config import OPTIONS, resolve
 from harness.errors import ConfigError, HarnessError
 from harness.gpu_probe import probe_node
 from harness.inventory import NodeGpus, cross_check, dcgm_gpus, format_inventory, gpu_inventory
 from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.record.compare import compare
+from harness.record.model import load_record
 from harness.sim import build, cluster, nodes
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target, connect
@@ -89,6 +90,9 @@ def parser() -> argparse.ArgumentParser:
     compare_cmd = commands.add_parser("compare", help="compare runs: one HTML page from several record.json")
     compare_cmd.add_argument("records", nargs="+", type=Path)
     compare_cmd.add_argument("--output", type=Path, default=REPO_ROOT / "reports" / "comparison.html")
+    designed = commands.add_parser("check-designed", help="compare a run's outcomes with the reference sim's "
+                                   "designed outcomes (suites/expected.yaml); exit 1 on any difference")
+    designed.add_argument("record", type=Path)
     return top
 
 
@@ -217,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "compare":
         write_comparison(args.records, args.output)
         return 0
+    if args.command == "check-designed":
+        return check_designed(args.record)
     match args.sim_command:
         case "build":
             build.build(args.components, with_optional=args.with_optional)
@@ -231,6 +237,17 @@ def run(args: argparse.Namespace) -> int:
             return _print_status()
         case _:
             return _nodes(args)
+
+
+def check_designed(path: Path) -> int:
+    record = load_record(path)
+    problems = outcomes.unexpected([(r.criterion, r.backend, r.outcome) for r in record.results],
+                                   outcomes.load_expected())
+    for line in problems:
+        print(f"gpupoc: not as designed: {line}")
+    if not problems:
+        print(f"gpupoc: {len(record.results)} results as designed (suites/expected.yaml)")
+    return 1 if problems else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,16 +18,24 @@ def worst(cell: list[Result]) -> str:
 
 
 def short(result: Result) -> str:
-    """The measured values of a cell against their thresholds, in a line."""
+    """The measured values of a cell against their thresholds, in a line; checks not made say so."""
     checks = [c for e in result.evidence for c in e.get("checks", [])]
     if checks:
-        return "; ".join(f"{c['name']} {c['measured']} (≤/≥ {c['threshold']})".replace("≤/≥", c["comparison"])
-                         for c in checks)
+        return "; ".join(f"{c['name']} not checked" if c.get("not_checked")
+                         else f"{c['name']} {c['measured']} ({c['comparison']} {c['threshold']})" for c in checks)
     return result.message.splitlines()[0][:120] if result.message else ""
+
+
+def label(result: Result) -> str:
+    """The cell's outcome; a PASS with checks that could not be made is not a plain PASS."""
+    unchecked = [c for e in result.evidence for c in e.get("checks", []) if c.get("not_checked")]
+    if result.outcome == "PASS" and unchecked:
+        return f"PASS, {len(unchecked)} not checked"
+    return result.outcome
 
 
 def sections(record: Record) -> str:
     criteria, backends, cells = record.matrix()
     template = _ENV.get_template("sections.html.j2")
-    return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
+    return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short, label=label,
                            charts=lambda e: evidence_charts(e))

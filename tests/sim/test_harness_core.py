@@ -14,14 +14,14 @@ from kubernetes.dynamic import DynamicClient
 from harness import backends
 from harness.backends import Backend, GangJob
 from harness.backends.detect import missing_crd_reason
-from harness.backends.kueue import API_VERSION as KUEUE_API_VERSION
+from harness.backends.kueue import API_VERSION as KUEUE_API_VERSION, WORKLOAD_KIND
 from harness.manifests import MANAGED_LABEL, MANAGER
 from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
-from harness.workloads import JOB_UID_LABEL, Workloads, job_object
+from harness.workloads import Workloads, job_object
 from suites.training.common import gpu_nodes
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
@@ -221,12 +221,15 @@ def test_teardown_waits_until_the_kueue_workloads_of_its_jobs_are_gone(sim_api: 
     job = GangJob(f"teardown-{name}", tenant, pods=gpu_nodes(sim_api, queue_model) + 1, gpus_per_pod=per_node,
                   run_for_s=600)
     tracked.submit(job)
-    queued = tracked.kueue_workloads(tenant.namespace).wait_until(
+    owned = tracked.owned(tenant.namespace)
+    assert owned is not None
+    queued = owned.wait_until(
         f"a Workload queues {job.name}", lambda objs: job_object(job, objs) is not None,
         timeout_s=queue_model.timeouts.admit)
     workload = job_object(job, queued)
     assert workload is not None
     assert tracked.close() == []
+    uid_label = WORKLOAD_KIND.job_uid_label
     left = DynamicClient(sim_api).resources.get(api_version=KUEUE_API_VERSION, kind="Workload").get(
-        namespace=tenant.namespace, label_selector=f"{JOB_UID_LABEL}={workload['metadata']['labels'][JOB_UID_LABEL]}")
+        namespace=tenant.namespace, label_selector=f"{uid_label}={workload['metadata']['labels'][uid_label]}")
     assert [w.metadata.name for w in left.items] == []

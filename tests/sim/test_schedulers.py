@@ -12,6 +12,9 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.apply import apply_objects
+from harness.backends import Backend, GangJob
+from harness.profile import Profile
+from harness.workloads import Workloads
 from harness.prometheus import Prometheus, Sample
 from harness.sim import cluster, nodes
 from harness.sim.config import DEFAULT_GPUS_PER_NODE, GpuSpec
@@ -235,9 +238,14 @@ def test_kueue_admissions_are_in_prometheus(sim_api: client.ApiClient, namespace
     wait_for_series('kueue_admitted_workloads_total{job="kueue"} > 0')
 
 
-def test_volcano_latency_is_in_prometheus(sim_api: client.ApiClient) -> None:
-    requires("volcano")
-    wait_for_series('volcano_e2e_scheduling_latency_milliseconds_count{job="volcano-scheduler"}')
+@pytest.mark.parametrize("backend", ["volcano"], indirect=True)
+def test_volcano_wait_histogram_the_suite_queries_is_in_prometheus(backend: Backend, workloads: Workloads,
+                                                                   queue_model: Profile) -> None:
+    """The queue-wait suite's cross-check reads the backend's histogram: the same metric must be scraped."""
+    histogram = backend.wait_histogram()
+    assert histogram is not None
+    workloads.submit(GangJob("latency", queue_model.tenants[0], 1, 1, run_for_s=1))
+    wait_for_series(f'{histogram.metric}_count{{job="volcano-scheduler"}}')
 
 
 def test_kai_metrics_are_in_prometheus(sim_api: client.ApiClient) -> None:

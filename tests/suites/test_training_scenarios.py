@@ -1,0 +1,46 @@
+"""Each training criterion once per mechanism on the sim, as the suites run it: the outcomes are the reference
+sim's designed outcomes (suites/expected.yaml). The full criterion x backend matrix is `make poc`'s job.
+
+Mechanisms: a Kueue Workload (fairness, preemption counted in workloads, queue wait with a per-queue histogram),
+a Volcano Job (recovery by its job policy), a KAI PodGroup with bare pods (gang), and kube-scheduler as the
+FIFO baseline that fails fairness by design.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from kubernetes import client
+
+from harness.outcomes import load_expected, unexpected
+from harness.record.model import load_record
+from harness.sim import cluster
+from harness.sim.paths import REPO_ROOT
+
+SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
+             "test_queue_fairness.py::test_queue_fairness[default]",
+             "test_priority_preemption.py::test_priority_and_preemption[kueue]",
+             "test_failure_recovery.py::test_failure_recovery[volcano]",
+             "test_queue_wait.py::test_queue_wait[kueue]",
+             "test_gang_admission.py::test_gang_admission[kai]")
+
+
+def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+                             *(f"suites/training/{s}" for s in SCENARIOS), "--run-id=scenarios",
+                             f"--reports-dir={tmp_path}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+    record = load_record(tmp_path / "scenarios" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    ran = {(c, b) for c, b, o in outcomes if o == "PASS"}
+    assert {("training.queue_fairness", "kueue"), ("training.priority_preemption", "kueue"),
+            ("training.failure_recovery", "volcano"), ("training.queue_wait", "kueue")} <= ran, outcomes
+    assert ("training.queue_fairness", "default", "FAIL") in outcomes
+    if cluster.component_running("kai-scheduler"):
+        assert ("training.gang_admission", "kai") in ran
+    wait = next(r for r in record.results if r.criterion == "training.queue_wait" and r.backend == "kueue")
+    cross_checks = [c for c in wait.evidence[0]["checks"] if c["name"].startswith("metric_tolerance_s")]
+    assert cross_checks and not any(c["not_checked"] for c in cross_checks), "kueue's histogram was checked"
