@@ -19,7 +19,7 @@ from kubernetes.dynamic import DynamicClient
 
 from harness.errors import HarnessError, WaitTimeout
 from harness.timeline import Timeline, Transition
-from harness.wait import RELIST, SYNCED, WaitFailed, events
+from harness.wait import RELIST, SYNCED, ApiSource, Source, WaitFailed, events
 
 Objects = dict[str, dict[str, Any]]
 FOREVER_S = 7 * 24 * 3600.0
@@ -31,12 +31,12 @@ def describe_phase(obj: dict[str, Any]) -> str:
 
 
 class Tracker:
-    def __init__(self, api: client.ApiClient, api_version: str, kind: str, namespace: str | None = None,
+    def __init__(self, api: client.ApiClient | None, api_version: str, kind: str, namespace: str | None = None,
                  label_selector: str | None = None, describe: Callable[[dict[str, Any]], str] = describe_phase,
                  server_time: Callable[[dict[str, Any]], datetime | None] = lambda _: None,
-                 timeline: Timeline | None = None) -> None:
+                 timeline: Timeline | None = None, source: Source | None = None) -> None:
         self.kind = kind
-        self._resource = DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+        self._source = source or ApiSource(DynamicClient(api).resources.get(api_version=api_version, kind=kind).get)
         self._kwargs = {k: v for k, v in (("namespace", namespace), ("label_selector", label_selector)) if v}
         self._describe, self._server_time = describe, server_time
         self.timeline = timeline if timeline is not None else Timeline()
@@ -78,7 +78,7 @@ class Tracker:
 
     def _run(self) -> None:
         try:
-            for event, obj in events(self._resource.get, time.monotonic() + FOREVER_S, self._stop, **self._kwargs):
+            for event, obj in events(self._source, time.monotonic() + FOREVER_S, self._stop, **self._kwargs):
                 recorded = None
                 with self._changed:
                     if event == RELIST:

@@ -13,7 +13,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import urllib3.exceptions
 from kubernetes import watch
@@ -49,6 +49,46 @@ def _dynamic_resource(list_func: Callable[..., Any]) -> Resource | None:
     return None
 
 
+class Source(Protocol):
+    """What a wait needs of the cluster: a list, then a watch from its resourceVersion (the replay fake in
+    tests/fixtures/replay.py implements it from recorded objects)."""
+
+    def list(self, **selectors: Any) -> tuple[list[Any], str]:
+        ...
+
+    def watch(self, resource_version: str, timeout_s: int, **selectors: Any) -> Iterator[tuple[str, Any]]:
+        ...
+
+
+class ApiSource:
+    """A typed list function (`CoreV1Api.list_namespaced_pod`) or a dynamic resource's `get`, as a Source."""
+
+    def __init__(self, list_func: Callable[..., Any]) -> None:
+        self.list_func, self.resource = list_func, _dynamic_resource(list_func)
+
+    def list(self, **selectors: Any) -> tuple[list[Any], str]:
+        listing = self.list_func(**selectors)
+        return list(listing.items), _resource_version(listing)
+
+    def watch(self, resource_version: str, timeout_s: int, **selectors: Any) -> Iterator[tuple[str, Any]]:
+        watcher = watch.Watch()
+        try:
+            if self.resource is not None:
+                stream = self.resource.client.watch(self.resource, resource_version=resource_version,
+                                                    timeout=timeout_s, watcher=watcher, **selectors)
+            else:
+                stream = watcher.stream(self.list_func, resource_version=resource_version, timeout_seconds=timeout_s,
+                                        **selectors)
+            for event in stream:
+                yield event["type"], event["object"]
+        finally:
+            watcher.stop()
+
+
+def source_of(source: Source | Callable[..., Any]) -> Source:
+    return source if hasattr(source, "watch") and hasattr(source, "list") else ApiSource(source)
+
+
 def stream_broke(exc: BaseException) -> bool:
     """A watch stream ended by the transport (reset, read timeout) or a transient status: re-list."""
     if isinstance(exc, ApiException):
@@ -56,40 +96,31 @@ def stream_broke(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError, ConnectionError))
 
 
-def events(list_func: Callable[..., Any], deadline: float, stop: threading.Event | None = None,
-            **list_kwargs: Any) -> Iterator[tuple[str, Any]]:
+def events(list_func: Source | Callable[..., Any], deadline: float, stop: threading.Event | None = None,
+           **list_kwargs: Any) -> Iterator[tuple[str, Any]]:
     """RELIST, (LISTED, obj) for each object, SYNCED, then watch events until the deadline (or `stop`)."""
-    resource = _dynamic_resource(list_func)
+    source = source_of(list_func)
     while True:
-        listing = list_func(**list_kwargs)
+        items, version = source.list(**list_kwargs)
         yield RELIST, None
-        for obj in listing.items:
+        for obj in items:
             yield LISTED, obj
         yield SYNCED, None
-        version = _resource_version(listing)
-        watcher = watch.Watch()
         try:
             while (remaining := deadline - time.monotonic()) > 0 and not (stop and stop.is_set()):
                 chunk = max(1, int(min(remaining, WATCH_CHUNK_S) if stop else remaining))
-                if resource is not None:
-                    stream = resource.client.watch(resource, resource_version=version, timeout=chunk,
-                                                   watcher=watcher, **list_kwargs)
-                else:
-                    stream = watcher.stream(list_func, resource_version=version, timeout_seconds=chunk, **list_kwargs)
-                for event in stream:
-                    version = _resource_version(event["object"])
-                    yield event["type"], event["object"]
+                for kind, obj in source.watch(version, chunk, **list_kwargs):
+                    version = _resource_version(obj)
+                    yield kind, obj
                     if stop and stop.is_set():
                         return
             return
         except (ApiException, urllib3.exceptions.HTTPError, ConnectionError) as exc:
             if not stream_broke(exc):
                 raise
-        finally:
-            watcher.stop()
 
 
-def wait_for(list_func: Callable[..., Any], what: str, done: Predicate, *, timeout_s: float,
+def wait_for(list_func: Source | Callable[..., Any], what: str, done: Predicate, *, timeout_s: float,
              failed: Predicate = never, describe: Describe = repr, **list_kwargs: Any) -> Any:
     """Watch objects from `list_func(**list_kwargs)` until one satisfies `done`; return it.
 
@@ -111,7 +142,7 @@ def wait_for(list_func: Callable[..., Any], what: str, done: Predicate, *, timeo
     raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {last}")
 
 
-def wait_gone(list_func: Callable[..., Any], what: str, *, timeout_s: float,
+def wait_gone(list_func: Source | Callable[..., Any], what: str, *, timeout_s: float,
               describe: Describe = repr, **list_kwargs: Any) -> None:
     """Watch until the list (narrowed by selectors) holds nothing: the objects were deleted."""
     present: dict[str, str] = {}
@@ -128,7 +159,7 @@ def wait_gone(list_func: Callable[..., Any], what: str, *, timeout_s: float,
         raise WaitTimeout(f"{what}: still present after {timeout_s:.0f}s; last: {present}")
 
 
-def wait_for_set(list_func: Callable[..., Any], what: str, done: Callable[[dict[str, Any]], bool], *,
+def wait_for_set(list_func: Source | Callable[..., Any], what: str, done: Callable[[dict[str, Any]], bool], *,
                  timeout_s: float, describe: Callable[[dict[str, Any]], str] = lambda s: str(sorted(s)),
                  **list_kwargs: Any) -> dict[str, Any]:
     """Watch a set of objects (by name) until `done(objects_by_name)`; return the set.

@@ -18,11 +18,11 @@ from kubernetes.dynamic.resource import Resource
 
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
-from harness.backends.base import job_of
+from harness.backends.base import created_at, job_of
 from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline, Transition
-from harness.tracker import Tracker
+from harness.tracker import Tracker, describe_phase
 from harness.errors import WaitTimeout
 from harness.wait import wait_gone
 
@@ -64,7 +64,7 @@ class Workloads:
         api_version, kind = self.backend.tracked_kind()
         fresh = (namespace, kind) not in self._trackers
         pods = self.pods(namespace) if _pod_fold(self.backend) else None  # first: the job's state reads them
-        tracker = self._tracker(namespace, api_version, kind, lambda o: self.job_status(o).state,
+        tracker = self.track(namespace, api_version, kind, lambda o: self.job_status(o).state,
                                 lambda o: self.job_status(o).admitted_at)
         if fresh and pods is not None:  # a pod's change is a change of its job: record it, wake the waits
             def pod_changed(_event: str, pod: dict[str, Any]) -> None:
@@ -96,7 +96,7 @@ class Workloads:
         owned = self.backend.owned_kind()
         if owned is None:
             return None
-        return self._tracker(namespace, owned.api_version, owned.kind, lambda o: owned.status(o).state,
+        return self.track(namespace, owned.api_version, owned.kind, lambda o: owned.status(o).state,
                              lambda o: owned.status(o).admitted_at)
 
     def tracked_name(self, job: GangJob) -> str:
@@ -106,10 +106,12 @@ class Workloads:
         return str(obj["metadata"]["name"]) if obj is not None else job.name
 
     def pods(self, namespace: str) -> Tracker:
-        return self._tracker(namespace, "v1", "Pod", pod_state, lambda _: None)
+        return self.track(namespace, "v1", "Pod", pod_state, lambda _: None)
 
-    def _tracker(self, namespace: str, api_version: str, kind: str, describe: Callable[[dict[str, Any]], str],
-                 server_time: Callable[[dict[str, Any]], Any]) -> Tracker:
+    def track(self, namespace: str, api_version: str, kind: str,
+              describe: Callable[[dict[str, Any]], str] = describe_phase,
+              server_time: Callable[[dict[str, Any]], Any] = created_at) -> Tracker:
+        """One watch of any kind in `namespace` (this test's objects), on the test's one timeline."""
         key = (namespace, kind)
         if key not in self._trackers:
             # Objects a controller made (Kueue's Workloads) carry no test label of ours: track the namespace,
