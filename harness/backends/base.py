@@ -179,7 +179,7 @@ def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
     """The tenant's queue for `backend` from the profile, or an error naming the missing field."""
     queue = job.tenant.queues.get(backend)
     if not queue:
-        raise ValueError(f"tenant {job.tenant.name} has no {backend} queue in the profile "
+        raise ConfigError(f"tenant {job.tenant.name} has no {backend} queue in the profile "
                          f"(tenants[].queues.{backend}){why}")
     return queue
 

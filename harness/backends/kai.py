@@ -15,7 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, RETRY_POLICY, Capabilities, PreemptionCounter, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+from harness.backends.base import (ADMITTED, FAILED, QUEUED, RETRY_POLICY, RUNNING, SUCCEEDED, Capabilities,
+                                   GangJob, JobStatus, PreemptionCounter, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 

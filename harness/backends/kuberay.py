@@ -10,7 +10,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, JOBS_COMPLETE, Capabilities, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+from harness.backends.base import (ADMITTED, FAILED, JOBS_COMPLETE, QUEUED, RUNNING, SUCCEEDED, Capabilities,
+                                   GangJob, JobStatus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import PREEMPTED_WORKLOADS, QUEUE_LABEL, WORKLOAD_KIND

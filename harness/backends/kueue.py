@@ -6,7 +6,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, Capabilities, OwnedKind, PreemptionCounter, WaitHistogram, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
+from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
+                                   JobStatus, OwnedKind, PreemptionCounter, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
 from harness.backends.detect import missing_crd_reason, missing_controller_reason

@@ -6,7 +6,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (FAILED, Capabilities, PreemptionCounter, WaitHistogram, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, created_at,
+from harness.backends.base import (FAILED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob, JobStatus,
+                                   PreemptionCounter, WaitHistogram, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 

@@ -37,5 +37,6 @@ def label(result: Result) -> str:
 def sections(record: Record) -> str:
     criteria, backends, cells = record.matrix()
     template = _ENV.get_template("sections.html.j2")
-    return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short, label=label,
+    return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
+                           label=label,
                            charts=lambda e: evidence_charts(e))

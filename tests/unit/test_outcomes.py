@@ -84,3 +84,24 @@ def test_seam_retries_only_what_is_transient_and_watches_read_longer() -> None:
     assert read_timeout("https://h/api/v1/pods?watch=true&timeoutSeconds=300", 20) == 315
     assert read_timeout("https://h/api/v1/pods?limit=5", 20) == 20
     assert issubclass(ApiUnavailable, HarnessError)
+
+
+def test_a_tenant_without_a_queue_for_the_backend_is_a_profile_gap_not_a_fail() -> None:
+    from harness.backends import ALL, GangJob
+    from harness.profile import Tenant
+    tenant = Tenant("team-c", "poc-team-c", "team-c-submitter", 1.0, 8, {"kueue": "team-c"})
+    with pytest.raises(ConfigError, match="tenant team-c has no volcano queue in the profile") as caught:
+        ALL["volcano"].manifests(GangJob("j", tenant, 1, 1))
+    assert classify(caught.value) == ERROR
+
+
+def test_backends_declare_capabilities_and_own_their_metric_queries() -> None:
+    from harness.backends import ALL
+    from harness.backends.base import JOBS_COMPLETE, PREEMPTION_COUNTER, RETRY_POLICY, WAIT_HISTOGRAM
+    assert ALL["kuberay"].lacks(JOBS_COMPLETE, "sim") and not ALL["kuberay"].lacks(JOBS_COMPLETE, "kubeconfig")
+    assert "bare pods" in (ALL["kai"].lacks(RETRY_POLICY, "sim") or "")
+    assert ALL["kai"].lacks(WAIT_HISTOGRAM, "sim") and not ALL["kueue"].lacks(WAIT_HISTOGRAM, "sim")
+    assert {name for name, b in ALL.items() if not b.lacks(PREEMPTION_COUNTER, "sim")} == set(ALL)
+    assert ALL["kueue"].owned_kind() is not None and ALL["volcano"].owned_kind() is None
+    with pytest.raises(ValueError, match="unknown capability"):
+        ALL["kueue"].lacks("teleport", "sim")
