@@ -13,6 +13,7 @@ impersonation of its ServiceAccount. Requests made as a tenant go through the sa
 from __future__ import annotations
 
 import copy
+import io
 import re
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 import urllib3
 from kubernetes import client
+from kubernetes.client import rest
 
 from harness.errors import HarnessError
 from harness.profile import Tenant
@@ -71,12 +73,23 @@ class RetryLog:
 
 
 def transient_cause(exc: BaseException | None, status: int | None) -> str | None:
-    """Pure: why a request is worth retrying (None when it is not)."""
+    """Pure: why a request is worth retrying (None when it is not: a TLS or URL error will not heal)."""
     if status in TRANSIENT_STATUSES:
         return f"HTTP {status}"
-    if isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)):
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return None
+    if isinstance(exc, (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError,
+                        urllib3.exceptions.NewConnectionError, ConnectionError, TimeoutError)):
         return type(exc).__name__
     return None
+
+
+def settled_by_retry(method: str, status: int, retried: bool) -> bool:
+    """Pure: after a retry, a create that finds its object (409) or a delete that finds it gone (404) already
+    happened: the first attempt reached the server before its reply was lost."""
+    return retried and ((method == "POST" and status == 409) or (method == "DELETE" and status == 404))
 
 
 def read_timeout(url: str, default_s: float) -> float:
@@ -111,12 +124,15 @@ class SeamTransport:
                                               _request_timeout=timeout)
             except (urllib3.exceptions.HTTPError, OSError) as error:
                 exc = error
-            failure = transient_cause(exc, getattr(response, "status", None))
+            status = getattr(response, "status", None)
+            failure = transient_cause(exc, status)
             if failure is None:
                 if exc is not None:
                     raise exc
                 if first_failure is not None:
                     self.log.add(Outage(_wall(first_failure), time.time(), retries, cause))
+                if status is not None and settled_by_retry(method, status, retries > 0):
+                    return self._settled(method, url, headers, body, timeout, response)
                 return response
             if response is not None:
                 response.read()  # give the connection back to the pool before retrying
@@ -131,6 +147,25 @@ class SeamTransport:
             retries += 1
 
 
+    def _settled(self, method: str, url: str, headers: Any, body: Any, timeout: Any, response: Any) -> Any:
+        """What the first attempt of a retried create or delete did: the created object, or success."""
+        response.read()
+        if method == "DELETE":
+            return _status_success()
+        name = ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+        if not name:
+            return response
+        return self.inner.request("GET", f"{url.split('?')[0]}/{name}", headers=headers, _request_timeout=timeout)
+
+
+def _status_success() -> Any:
+    """A 200 Status reply, as the API server gives for a delete."""
+    raw = urllib3.response.HTTPResponse(body=io.BytesIO(b'{"kind":"Status","apiVersion":"v1","status":"Success"}'),
+                                        status=200, headers={"content-type": "application/json"},
+                                        preload_content=False)
+    return rest.RESTResponse(raw)
+
+
 def _wall(monotonic_at: float) -> float:
     return time.time() - (time.monotonic() - monotonic_at)
 
@@ -141,9 +176,11 @@ def _path(url: str) -> str:
 
 def install(api: client.ApiClient, log: RetryLog, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
             budget_s: float = DEFAULT_RETRY_BUDGET_S) -> client.ApiClient:
-    """Route every request of `api` through the seam (idempotent)."""
+    """Route every request of `api` through the seam (idempotent). urllib3's own retries are turned off, so the
+    seam's budget is the only one and every failed attempt is seen."""
     if not isinstance(api.rest_client, SeamTransport):
-        api.rest_client = SeamTransport(api.rest_client, log, read_timeout_s, budget_s)
+        api.configuration.retries = False
+        api.rest_client = SeamTransport(rest.RESTClientObject(api.configuration), log, read_timeout_s, budget_s)
     return api
 
 

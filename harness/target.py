@@ -64,13 +64,13 @@ def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
 def connect(cfg: RunConfig) -> Target:
     """Connect and check the API server answers; a clear error when it does not."""
     kind, context, api, started = _api_for(cfg)
-    timeouts = cfg.profile.timeouts
-    seam = ClusterSeam(api, read_timeout_s=timeouts.request, budget_s=timeouts.retry_budget)
     try:
         version = client.VersionApi(api).get_code(_request_timeout=API_PROBE_TIMEOUT_S).git_version
     except (urllib3.exceptions.HTTPError, OSError, client.ApiException) as exc:
         raise HarnessError(f"API server {api.configuration.host} (context {context}) is unreachable: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
                            "check that the cluster is running and the kubeconfig points at it") from exc
+    timeouts = cfg.profile.timeouts  # the probe above fails fast; from here on every request goes through the seam
+    seam = ClusterSeam(api, read_timeout_s=timeouts.request, budget_s=timeouts.retry_budget)
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (cluster.prometheus_url() if kind == "sim" else None)
     return Target(kind, context, seam.api, prometheus, str(version), seam, started)

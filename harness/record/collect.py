@@ -92,13 +92,18 @@ def evidence_dict(ev: Evidence) -> dict[str, Any]:
     return data
 
 
+def criterion_of(item: pytest.Item) -> str:
+    """The criterion id of a test's module (its CRITERION), else the test file: for results with no evidence."""
+    spec = getattr(getattr(item, "module", None), "CRITERION", None)
+    return str(getattr(spec, "id", spec) or item.nodeid.split("::")[0])
+
+
 def add_result(config: pytest.Config, item: pytest.Item, report: pytest.TestReport, outcome: str,
                evidence: list[Evidence]) -> None:
     record = config.stash.get(RECORD_KEY, None)
     if record is None:
         return
-    module_criterion = getattr(getattr(item, "module", None), "CRITERION", None)
-    criterion = evidence[0].criterion if evidence else str(module_criterion or item.nodeid.split("::")[0])
+    criterion = evidence[0].criterion if evidence else criterion_of(item)
     params = getattr(getattr(item, "callspec", None), "params", {})
     message = "" if outcome == "PASS" else _message(report)
     record.results.append(Result(item.nodeid, criterion, str(params.get("backend", "-")), outcome, message,
@@ -134,8 +139,7 @@ def mark_unfinished(session: pytest.Session) -> None:
     for item in session.items:
         if item.nodeid not in done:
             params = getattr(getattr(item, "callspec", None), "params", {})
-            criterion = getattr(getattr(item, "module", None), "CRITERION", item.nodeid.split("::")[0])
-            record.results.append(Result(item.nodeid, str(criterion), str(params.get("backend", "-")), "UNFINISHED",
+            record.results.append(Result(item.nodeid, criterion_of(item), str(params.get("backend", "-")), "UNFINISHED",
                                          "the run stopped before this test finished"))
 
 

@@ -10,6 +10,7 @@ from harness.record.model import Record, load_record
 from harness.record.render import SEVERITY
 
 Key = tuple[str, str, str]  # (criterion, backend, check name)
+NOT_CHECKED = "not checked"
 
 
 def measurements(record: Record) -> dict[Key, tuple[float | None, str, str]]:
@@ -18,8 +19,9 @@ def measurements(record: Record) -> dict[Key, tuple[float | None, str, str]]:
     for result in record.results:
         for evidence in result.evidence:
             for check in evidence.get("checks", []):
+                comparison = NOT_CHECKED if check.get("not_checked") else check["comparison"]
                 found[(result.criterion, result.backend, check["name"])] = (
-                    check["measured"], check["comparison"], result.outcome)
+                    check["measured"], comparison, result.outcome)
         if not any(e.get("checks") for e in result.evidence):
             found[(result.criterion, result.backend, "outcome")] = (None, "", result.outcome)
     return found
@@ -29,6 +31,8 @@ def regressed(first: tuple[float | None, str, str], later: tuple[float | None, s
     """Worse outcome, or a measured value moved the wrong way (up for <= thresholds, down for >=)."""
     if SEVERITY.get(later[2], 0) > SEVERITY.get(first[2], 0):
         return True
+    if NOT_CHECKED in (first[1], later[1]):  # a check the backend cannot give: no value to compare
+        return False
     if first[0] is None or later[0] is None:
         return first[0] is not None and later[0] is None
     return later[0] > first[0] if first[1] == "<=" else later[0] < first[0] if first[1] == ">=" else False
@@ -58,7 +62,8 @@ def compare(paths: list[Path]) -> str:
             if value[0] is not None:
                 values.append(float(value[0]))
             flag = " class='regressed'" if first and value is not first and regressed(first, value) else ""
-            shown = f"{value[0]:g}" if value[0] is not None else "nothing measured"
+            shown = (f"{value[0]:g}" if value[0] is not None
+                     else NOT_CHECKED if value[1] == NOT_CHECKED else "nothing measured")
             cells.append(f"<td{flag}>{value[2]} {shown if key[2] != 'outcome' else ''}</td>")
         stats = spread(values) if same_profile else ""
         rows.append(f"<tr><th>{html.escape(' / '.join(key))}</th>{''.join(cells)}<td>{stats}</td></tr>")

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: evidence has chart specs, series per chart, checks that were not checked
 OUTCOMES = ("PASS", "FAIL", "ERROR", "SKIP", "UNFINISHED")
 
 

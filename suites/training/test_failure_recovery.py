@@ -18,6 +18,7 @@ from harness.backends import Backend, GangJob
 from harness.backends.base import JOBS_COMPLETE, RETRY_POLICY
 from harness.criteria.training.failure_recovery import CRITERION
 from harness.errors import WaitTimeout
+from harness.wait import WaitFailed
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.safety import require_ours
@@ -76,7 +77,7 @@ def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, pr
                         failed=lambda o: _failed_reason(workloads, job, o))
     except WaitTimeout as exc:
         ev.note(f"not recovered: {exc}")
-    except Exception as exc:  # WaitFailed: the job failed instead of recovering
+    except WaitFailed as exc:  # the job failed instead of recovering (an API outage stays an ERROR)
         ev.note(f"job did not recover: {exc}")
     status = workloads.status_of(job, jobs.objects)
     ev.note(f"final state: {status.state if status else 'unknown'} {status.reason if status else ''}".strip())

@@ -87,7 +87,7 @@ def run_with_freeze(tmp_path: Path, freeze_s: float) -> tuple[str, str, list[str
 def test_an_outage_within_the_retry_budget_is_bridged_and_noted(tmp_path: Path) -> None:
     outcome, out, notes = run_with_freeze(tmp_path, freeze_s=BUDGET_S - 5)
     assert outcome == "PASS", out[-3000:]
-    assert any("bridged by the retry budget" in n for n in notes), notes
+    assert any("; bridged by the retry budget" in n for n in notes), notes
 
 
 def test_an_outage_beyond_the_retry_budget_is_an_error_with_its_cause(tmp_path: Path) -> None:

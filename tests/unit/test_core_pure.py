@@ -144,6 +144,8 @@ def test_queue_wait_disagreement_allows_the_metrics_bucket() -> None:
     assert bucket_around([1, 2, 5, 10, 20], 18.5) == (10, 20)
     assert disagreement(12.0, 18.5, [1, 2, 5, 10, 20]) == 0.0
     assert disagreement(3.0, 18.5, [1, 2, 5, 10, 20]) == 7.0
+    assert bucket_around([1, 2, 5, 10, 20], 20) == (20, float("inf"))  # the quantile fell in +Inf
+    assert disagreement(25.0, 20, [1, 2, 5, 10, 20]) == 0.0
     assert summarize("q", [1, 2, 3, 4]).p50_s == 2.5
 
 

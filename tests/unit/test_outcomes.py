@@ -11,7 +11,7 @@ from harness.criteria import AT_MOST, Criterion, Threshold, get, registered
 from harness.errors import ConfigError, CriterionViolation, HarnessError, WaitTimeout
 from harness.outcomes import ERROR, FAIL, load_expected, unexpected, classify
 from harness.record.evidence import Evidence
-from harness.seam import ApiUnavailable, read_timeout, transient_cause
+from harness.seam import ApiUnavailable, read_timeout, settled_by_retry, transient_cause
 
 
 @pytest.mark.parametrize("exc, outcome", [
@@ -81,6 +81,12 @@ def test_seam_retries_only_what_is_transient_and_watches_read_longer() -> None:
     assert transient_cause(None, 404) is None and transient_cause(None, 200) is None
     assert transient_cause(urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"), None)
     assert transient_cause(ValueError("x"), None) is None
+    refused = urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
+    assert transient_cause(urllib3.exceptions.MaxRetryError(None, "/", refused), None) == "NewConnectionError"
+    bad_ca = urllib3.exceptions.SSLError("certificate verify failed")
+    assert transient_cause(urllib3.exceptions.MaxRetryError(None, "/", bad_ca), None) is None  # will not heal
+    assert settled_by_retry("POST", 409, retried=True) and settled_by_retry("DELETE", 404, retried=True)
+    assert not settled_by_retry("POST", 409, retried=False) and not settled_by_retry("PATCH", 404, retried=True)
     assert read_timeout("https://h/api/v1/pods?watch=true&timeoutSeconds=300", 20) == 315
     assert read_timeout("https://h/api/v1/pods?limit=5", 20) == 20
     assert issubclass(ApiUnavailable, HarnessError)

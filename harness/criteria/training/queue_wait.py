@@ -30,7 +30,10 @@ def summarize(queue: str, waits: list[float]) -> WaitSummary:
 
 
 def bucket_around(bounds: list[float], value: float) -> tuple[float, float]:
-    """The histogram bucket [lower, upper] a quantile estimate fell in: finer than that it cannot resolve."""
+    """The histogram bucket [lower, upper] a quantile estimate fell in: finer than that it cannot resolve.
+    Prometheus answers the top finite bound for a quantile in the +Inf bucket: that one is [top, inf)."""
+    if bounds and value >= max(bounds):
+        return max(bounds), float("inf")
     lower = 0.0
     for upper in sorted(bounds):
         if value <= upper:
