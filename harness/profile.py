@@ -34,6 +34,7 @@ class Tenant:
     weight: float
     quota_gpus: int
     queues: dict[str, str]
+    context: str | None = None  # the tenant's own kubeconfig context; else the runner impersonates `identity`
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class _Fields:
 
 def _tenant(item: Any, index: int, source: str) -> Tenant:
     f = _Fields(item, f"tenants[{index}]", source)
-    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "queues"))
+    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "queues", "context"))
     weight = f.get("weight", (int, float))
     if weight <= 0:
         raise f.fail("weight", f"must be greater than 0, got {weight}")
@@ -122,7 +123,7 @@ def _tenant(item: Any, index: int, source: str) -> Tenant:
     queues.only(BACKENDS)
     return Tenant(name=f.get("name", str), namespace=f.get("namespace", str), identity=f.get("identity", str),
                   weight=float(weight), quota_gpus=quota,
-                  queues={k: queues.get(k, str) for k in queues.data})
+                  queues={k: queues.get(k, str) for k in queues.data}, context=f.get("context", str, None))
 
 
 def _thresholds(f: _Fields) -> dict[str, dict[str, float]]:

@@ -6,8 +6,9 @@ ends in an error instead of a hang, and transient failures (connection refused o
 429, 5xx) are retried within a retry budget. An outage the budget bridges is logged (`Outage`) so
 the evidence can say so; one that outlasts it raises `ApiUnavailable`, an ERROR, never a FAIL.
 
-`ClusterSeam.as_tenant(tenant)` is an ApiClient acting as the tenant's identity from the profile:
-impersonation of its ServiceAccount. Requests made as a tenant go through the same seam.
+`ClusterSeam.as_tenant(tenant)` is an ApiClient acting as the tenant's identity from the profile: its
+own kubeconfig context where the profile names one (tenants[].context), else impersonation of its
+ServiceAccount. Requests made as a tenant go through the same seam.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import client
+from kubernetes import client, config as kube_config
+from kubernetes.config.config_exception import ConfigException
 from kubernetes.client import rest
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.profile import Tenant
 
 TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
@@ -199,17 +202,28 @@ class ClusterSeam:
     """The runner's client and, per tenant, a client acting as that tenant; all through the seam."""
 
     def __init__(self, api: client.ApiClient, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-                 budget_s: float = DEFAULT_RETRY_BUDGET_S) -> None:
+                 budget_s: float = DEFAULT_RETRY_BUDGET_S, kubeconfig: Path | None = None) -> None:
         self.log = RetryLog()
+        self.kubeconfig = kubeconfig
         self.read_timeout_s, self.budget_s = read_timeout_s, budget_s
         self.api = install(api, self.log, read_timeout_s, budget_s)
         self._tenants: dict[str, client.ApiClient] = {}
 
     def as_tenant(self, tenant: Tenant) -> client.ApiClient:
         if tenant.name not in self._tenants:
-            acting = impersonating(self.api, service_account_user(tenant))
+            acting = (self._own_context(tenant) if tenant.context
+                      else impersonating(self.api, service_account_user(tenant)))
             self._tenants[tenant.name] = install(acting, self.log, self.read_timeout_s, self.budget_s)
         return self._tenants[tenant.name]
+
+    def _own_context(self, tenant: Tenant) -> client.ApiClient:
+        if self.kubeconfig is None:
+            raise ConfigError(f"tenant {tenant.name} names kubeconfig context {tenant.context!r}, but the target has "
+                              "no kubeconfig (--kubeconfig); drop tenants[].context to impersonate its identity")
+        try:
+            return kube_config.new_client_from_config(str(self.kubeconfig), context=tenant.context)
+        except ConfigException as exc:
+            raise ConfigError(f"tenant {tenant.name}: context {tenant.context!r} of {self.kubeconfig}: {exc}") from exc
 
     def outages_since(self, start: float) -> list[Outage]:
         return self.log.since(start)

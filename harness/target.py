@@ -71,6 +71,6 @@ def connect(cfg: RunConfig) -> Target:
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
                            "check that the cluster is running and the kubeconfig points at it") from exc
     timeouts = cfg.profile.timeouts  # the probe above fails fast; from here on every request goes through the seam
-    seam = ClusterSeam(api, read_timeout_s=timeouts.request, budget_s=timeouts.retry_budget)
+    seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (cluster.prometheus_url() if kind == "sim" else None)
     return Target(kind, context, seam.api, prometheus, str(version), seam, started)

@@ -53,9 +53,12 @@ class Tracker:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Stop the watch; it ends at its next event or chunk (WATCH_CHUNK_S). `wait=False` does not wait for that
+        (teardown stops every tracker at once instead of one chunk each)."""
         self._stop.set()
-        self._thread.join(STOP_TIMEOUT_S)
+        if wait:
+            self._thread.join(STOP_TIMEOUT_S)
 
     def on_event(self, listener: Callable[[str, dict[str, Any]], None]) -> None:
         """Call `listener(event_type, object)` for every event: for checks that must hold at every moment."""

@@ -177,7 +177,7 @@ class Workloads:
         namespace as one of that test's.
         """
         for tracker in self._trackers.values():
-            tracker.stop()
+            tracker.stop(wait=False)  # each ends within one watch chunk, in the background
         dynamic = DynamicClient(self.api)
         for namespace, api_version, kind in sorted(self._submitted):
             dynamic.resources.get(api_version=api_version, kind=kind).delete(

@@ -15,55 +15,60 @@ from kubernetes import client
 
 from harness.backends import Backend, GangJob
 from harness.backends.base import JOBS_COMPLETE, WAIT_HISTOGRAM, WaitHistogram
-from harness.criteria.training.queue_wait import CRITERION, disagreement, summarize
+from harness.criteria.training.queue_wait import (CRITERION, Buckets, bucket_delta, bucket_quantile, disagreement,
+                                                  summarize)
 from harness.errors import HarnessError
 from harness.profile import Profile
-from harness.prometheus import Prometheus, histogram_quantile_query
+from harness.prometheus import Prometheus
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.workloads import Workloads
 from suites.training.common import attach_timeline, first_seen, gpu_nodes, require, state_is
 
 JOB_RUN_S = 4.0
-SCRAPE_MARGIN_S = 10  # the last scrape may lag the end of the test by one interval
 WAVES = 3  # each queue submits this many times what the cluster holds at once
+POLL_S = 1.0  # Prometheus scrapes on its own schedule; there is no event to watch for a sample
 
 
-def metric_p95(prometheus: Prometheus, histogram: WaitHistogram, queue: str, window_s: float,
-               ev: Evidence) -> tuple[float | None, list[float]]:
-    """The scheduler's own p95 for `queue` over this test (None: no samples yet), and its bucket bounds (s)."""
-    label = histogram.queue_label
-    window = f"{int(window_s) + SCRAPE_MARGIN_S}s"  # this test's admissions only
-    promql = histogram_quantile_query(0.95, histogram.metric, (label,) if label else (), window)
-    samples = [s for s in prometheus.instant(promql) if s.value == s.value]  # NaN: no admissions in the window
-    mine = [s for s in samples if not label or s.labels.get(label) == queue]
-    scale = histogram.seconds_per_unit
-    ev.promql.append((promql, ", ".join(f"{s.labels.get(label, 'all')}={s.value * scale:.3f}s" for s in samples)
-                      or "no samples"))
-    bounds = sorted({float(s.labels["le"]) * scale for s in prometheus.instant(f"{histogram.metric}_bucket")
-                     if s.labels.get("le") not in (None, "+Inf")})
-    return (mine[0].value * scale if mine else None), bounds
+def buckets(prometheus: Prometheus, histogram: WaitHistogram) -> tuple[dict[str, Buckets], float]:
+    """The histogram's cumulative buckets per queue ('all' without a queue label), in seconds, and the time of
+    its latest scrape (0 when it has no series yet)."""
+    label, scale = histogram.queue_label, histogram.seconds_per_unit
+    by = f"sum by (le{', ' + label if label else ''})"
+    found: dict[str, Buckets] = {}
+    for sample in prometheus.instant(f"{by} ({histogram.metric}_bucket)"):
+        le = float(sample.labels["le"])
+        found.setdefault(sample.labels.get(label, "all") if label else "all", {})[le * scale if le != float(
+            "inf") else le] = sample.value
+    stamps = prometheus.instant(f"max(timestamp({histogram.metric}_count))")
+    return found, (stamps[0].value if stamps else 0.0)
 
 
-def scheduler_p95(prometheus: Prometheus, histogram: WaitHistogram, queue: str, window_s: float, timeout_s: float,
-                  ev: Evidence) -> tuple[float, list[float]]:
-    """The scheduler's p95 once a scrape has it; an ERROR when Prometheus never shows samples for the queue."""
+def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: float, timeout_s: float,
+                  required: bool) -> dict[str, Buckets]:
+    """The histogram once Prometheus has scraped the scheduler after `moment`. A histogram with no series yet is
+    empty at the start (nothing admitted so far); after the test's admissions it is an ERROR: Prometheus is not
+    seeing the scheduler."""
     deadline = time.monotonic() + timeout_s
     while True:
-        p95, bounds = metric_p95(prometheus, histogram, queue, window_s + (timeout_s - (deadline - time.monotonic())),
-                                 ev)
-        if p95 is not None:
-            return p95, bounds
+        found, scraped_at = buckets(prometheus, histogram)
+        if scraped_at >= moment or (not found and not required):
+            return found
         if time.monotonic() >= deadline:
-            raise HarnessError(f"Prometheus has no samples of {histogram.metric} for queue {queue} "
-                               f"{timeout_s:.0f}s after its jobs were admitted: is the scheduler scraped (up == 1)?")
-        time.sleep(2)  # Prometheus scrapes on its own schedule; there is no event to watch for a sample
+            seen = f"its last sample is from {time.time() - scraped_at:.0f}s ago" if scraped_at else "no series"
+            raise HarnessError(f"Prometheus has no sample of {histogram.metric} scraped after the test's admissions "
+                               f"({seen}, {timeout_s:.0f}s later): is the scheduler scraped (up == 1)?")
+        time.sleep(POLL_S)
 
 
 def test_queue_wait(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
                     queue_model: Profile, prometheus: Prometheus, evidence: Callable[[str], Evidence]) -> None:
     require(target, backend, JOBS_COMPLETE)
     profile, ev = queue_model, evidence(CRITERION.id)
+    histogram = backend.wait_histogram()
+    lacking = backend.lacks(WAIT_HISTOGRAM, target.kind)
+    baseline = ({} if histogram is None or lacking else
+                scraped_after(prometheus, histogram, time.time(), profile.timeouts.metric, required=False))
     per_node = profile.gpu.per_node
     per_queue = WAVES * gpu_nodes(api, profile) // len(profile.tenants)
     jobs = {t.name: [GangJob(f"wait-{t.name}-{i}", t, 1, per_node, run_for_s=JOB_RUN_S) for i in range(per_queue)]
@@ -76,11 +81,11 @@ def test_queue_wait(api: client.ApiClient, target: Target, backend: Backend, wor
         for job in jobs[tenant.name]:
             workloads.jobs(tenant.namespace).wait_until(f"{job.name} finished", state_is(
                 workloads, job, "succeeded", "failed"), profile.timeouts.complete)
-    window_s = time.time() - started
     kind = workloads.jobs(profile.tenants[0].namespace).kind
     tl = workloads.timeline
-    histogram = backend.wait_histogram()
-    lacking = backend.lacks(WAIT_HISTOGRAM, target.kind)
+    last_admission = max(t.seen_at for t in tl.transitions if t.state in ("admitted", "running", "bound"))
+    observed = ({} if histogram is None or lacking else
+                scraped_after(prometheus, histogram, last_admission, profile.timeouts.metric, required=True))
     for tenant in profile.tenants:
         waits = []
         for job in jobs[tenant.name]:
@@ -99,9 +104,19 @@ def test_queue_wait(api: client.ApiClient, target: Target, backend: Backend, wor
         if histogram is None or lacking:
             ev.not_checked("metric_tolerance_s", lacking or "no wait histogram", label=queue)
         else:
-            metric, bounds = scheduler_p95(prometheus, histogram, queue, window_s, profile.timeouts.metric, ev)
+            key = queue if histogram.queue_label else "all"
+            delta = bucket_delta(baseline.get(key, {}), observed.get(key, {}))
+            metric = bucket_quantile(0.95, delta)
+            by = f"le, {histogram.queue_label}" if histogram.queue_label else "le"
+            ev.promql.append((f"sum by ({by}) ({histogram.metric}_bucket), before and after the test",
+                              f"{key}: {delta.get(float('inf'), 0):g} admissions in this test, p95 "
+                              f"{'none' if metric is None else f'{metric:.3f}s'}"))
+            if metric is None:
+                raise HarnessError(f"{histogram.metric} observed none of the {summary.count} admissions of queue "
+                                   f"{key}: Prometheus is not seeing the scheduler's admissions")
+            bounds = sorted(le for le in delta if le != float("inf"))
             ev.expect("metric_tolerance_s", round(disagreement(summary.p95_s, metric, bounds), 3), label=queue)
-            line += f"; scheduler's histogram p95 {metric:.2f}s"
+            line += f"; scheduler's histogram p95 {metric:.2f}s (its buckets, this test's admissions only)"
         ev.note(line)
     attach_timeline(ev, tl, started)
     ev.verdict()

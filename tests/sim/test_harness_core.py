@@ -92,7 +92,7 @@ def test_unreachable_prometheus_makes_only_its_tests_error(tmp_path: Path) -> No
 
 def test_malformed_profile_stops_the_run_before_any_test(tmp_path: Path) -> None:
     profile = tmp_path / "bad.yaml"
-    profile.write_text((REPO_ROOT / "profiles" / "sim.yaml").read_text().replace("weight: 1", "weight: -1", 1))
+    profile.write_text((REPO_ROOT / "profiles" / "sim.yaml").read_text().replace("weight: 3", "weight: -1", 1))
     result = run_pytest(tmp_path, "def test_x():\n    pass\n", f"--profile={profile}")
     assert result.returncode == 4
     assert "tenants[0].weight: must be greater than 0" in result.stderr

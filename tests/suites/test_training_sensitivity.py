@@ -148,7 +148,7 @@ def test_queue_wait_fails_when_the_queues_admit_one_job_at_a_time(
     assert f"(wanted <= {QUEUE_WAIT_P95_S} s)" in result.stdout
 
 
-QUEUE_WAIT_P95_S = 14
+QUEUE_WAIT_P95_S = 17  # the reference queues measure about 11 s on volcano, queues capped at a node about 24 s
 
 
 def queue_wait_threshold(data: dict[str, object]) -> None:

@@ -149,6 +149,19 @@ def test_queue_wait_disagreement_allows_the_metrics_bucket() -> None:
     assert summarize("q", [1, 2, 3, 4]).p50_s == 2.5
 
 
+def test_histogram_quantile_of_the_tests_own_observations() -> None:
+    from harness.criteria.training.queue_wait import bucket_delta, bucket_quantile
+    inf = float("inf")
+    before = {1.0: 3.0, 2.0: 3.0, 5.0: 4.0, inf: 4.0}  # what earlier tests left in the histogram
+    after = {1.0: 3.0, 2.0: 8.0, 5.0: 14.0, inf: 14.0}
+    delta = bucket_delta(before, after)
+    assert delta == {1.0: 0.0, 2.0: 5.0, 5.0: 10.0, inf: 10.0}
+    assert bucket_quantile(0.5, delta) == 2.0
+    assert round(bucket_quantile(0.95, delta) or 0, 3) == 4.7
+    assert bucket_quantile(0.95, {1.0: 0.0, 2.0: 1.0, inf: 4.0}) == 2.0  # in +Inf: the highest finite bound
+    assert bucket_quantile(0.95, {1.0: 0.0, inf: 0.0}) is None
+
+
 def test_fairness_math() -> None:
     from harness.criteria.training import queue_fairness as fairness
     ivs = [fairness.Interval("a", 0, 10, 4), fairness.Interval("b", 0, 10, 4), fairness.Interval("a", 10, 20, 8)]

@@ -46,3 +46,28 @@ def disagreement(harness_p95: float, metric_p95: float, bounds: list[float]) -> 
     """Seconds between the harness's p95 and the metric's bucket around its p95 (0 inside it)."""
     lower, upper = bucket_around(bounds, metric_p95) if bounds else (metric_p95, metric_p95)
     return max(0.0, lower - harness_p95, harness_p95 - upper)
+
+
+Buckets = dict[float, float]  # upper bound (le, seconds; inf for +Inf) -> cumulative count
+
+
+def bucket_delta(before: Buckets, after: Buckets) -> Buckets:
+    """Pure: the histogram of what was observed between two readings of its cumulative buckets."""
+    return {le: after[le] - before.get(le, 0.0) for le in after}
+
+
+def bucket_quantile(q: float, buckets: Buckets) -> float | None:
+    """Pure: the q-quantile of a cumulative histogram, as Prometheus' histogram_quantile computes it (linear
+    inside the bucket; the highest finite bound when it falls in +Inf); None when nothing was observed."""
+    ordered = sorted(buckets.items())
+    if not ordered or ordered[-1][1] <= 0:
+        return None
+    rank = q * ordered[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, count in ordered:
+        if count >= rank:
+            if upper == float("inf"):
+                return lower
+            return upper if count == below else lower + (upper - lower) * (rank - below) / (count - below)
+        lower, below = upper, count
+    return lower
