@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.sim.paths import build_root
 
 PORT_BASE = "31000"
+GPUPOC = (sys.executable, "-m", "harness.cli")  # this checkout's harness, in this interpreter's environment
 
 
 def rss_mib(pids: list[int]) -> float:
@@ -32,14 +33,14 @@ def rss_mib(pids: list[int]) -> float:
 
 def one_round(env: dict[str, str], home: Path, schedulers: str) -> dict[str, float]:
     started = time.monotonic()
-    subprocess.run(["gpupoc", "sim", "up", "--schedulers", schedulers], env=env, check=True,
+    subprocess.run([*GPUPOC, "sim", "up", "--schedulers", schedulers], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     up_s = time.monotonic() - started
     state = json.loads((home / "sim" / "state.json").read_text())
     time.sleep(5)  # let the processes settle before sampling their memory
     memory = rss_mib([c["pid"] for c in state["components"].values()])
     started = time.monotonic()
-    subprocess.run(["gpupoc", "sim", "down"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([*GPUPOC, "sim", "down"], env=env, check=True, stdout=subprocess.DEVNULL)
     return {"up_s": up_s, "down_s": time.monotonic() - started, "rss_mib": memory}
 
 

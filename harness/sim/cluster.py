@@ -122,6 +122,9 @@ def wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) 
                    f"last lines of {lay.log(component.name)}:\n{procs.log_tail(lay.log(component.name))}")
 
 
+CONTROL_PLANE_IN_ORDER = 2  # etcd and kube-apiserver start one after the other; the rest of the control plane together
+
+
 def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_S) -> bool:
     """Start the sim; False (and nothing changed) when it is already up."""
     lay = layout()
@@ -143,7 +146,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
                              "kubeconfig": str(lay.kubeconfig), "prometheus_url": f"http://127.0.0.1:{cfg.ports.prometheus}",
                              "schedulers": list(cfg.schedulers), "started_at": time.time()}
 
-    def start(component: Component) -> None:
+    def launch(component: Component) -> int:
         pid = procs.start(list(component.argv), lay.log(component.name),
                           env={**os.environ, **dict(component.env)} if component.env else None)
         state["components"][component.name] = {
@@ -152,12 +155,19 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             "version": component.version()}
         state["ports"][component.name] = component.port
         _write_state(lay, state)
-        wait_healthy(component, pid, lay, start_timeout_s)
-        say(f"  {component.name:<28} pid {pid:<7} healthy after {time.monotonic() - started:5.1f}s")
+        return pid
+
+    def start_together(group: list[Component]) -> None:
+        """Start components that do not need each other at once, then wait for each to be healthy."""
+        pids = [launch(component) for component in group]
+        for component, pid in zip(group, pids):
+            wait_healthy(component, pid, lay, start_timeout_s)
+            say(f"  {component.name:<28} pid {pid:<7} healthy after {time.monotonic() - started:5.1f}s")
 
     try:
-        for component in components:
-            start(component)
+        for component in components[:CONTROL_PLANE_IN_ORDER]:  # etcd, then the API server that needs it
+            start_together([component])
+        start_together(components[CONTROL_PLANE_IN_ORDER:])  # the rest only need the API server
         api = api_client(lay)
         core = client.CoreV1Api(api)
         names = nodes.add_nodes(core, cfg.nodes, cfg.gpu)
@@ -165,8 +175,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             stack.install_crds(api, cfg.schedulers)
             if "kai" in cfg.schedulers:
                 stack.create_kai_defaults(api)
-            for component in scheduler_components:
-                start(component)
+            start_together(scheduler_components)  # independent controllers, each with its own port
             if "kueue" in cfg.schedulers:
                 stack.register_kueue_webhooks(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
