@@ -145,7 +145,7 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
     """Submit jobs through this test's backend; what it created is deleted at teardown, leftovers reported."""
     submitter = target.seam.as_tenant if queue_model.submit_as == "tenant" else None
     tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete,
-                        submitter)
+                        submitter, simulated=target.kind == "sim")
     yield tracked
     call = request.node.stash.get(CALL_REPORT_KEY, None)
     diagnostics = tracked.diagnostics() if call is not None and call.failed else []

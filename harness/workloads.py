@@ -22,11 +22,14 @@ from harness.backends.base import created_at, job_of
 from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline, Transition
+from harness.jobs import MEMBER_KIND
+from harness.safety import require_ours
 from harness.tracker import Tracker, describe_phase
 from harness.errors import WaitTimeout
 from harness.wait import wait_gone
 
 
+FAIL_LABEL, FAIL_AFTER, EXIT_CODE = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after", "sim.gpupoc.io/exit-code"
 DIAGNOSTIC_LINES = 60
 LOG_BYTES = 4096
 
@@ -49,6 +52,7 @@ class Workloads:
     delete_timeout_s: float
     # the client a tenant's jobs are submitted with: acting as the tenant (ClusterSeam.as_tenant), or the runner's
     submitter: Callable[[Tenant], client.ApiClient] | None = None
+    simulated: bool = False  # the target is the sim: a member is failed by kwok's failure stage
     timeline: Timeline = field(default_factory=Timeline)
     _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
@@ -106,7 +110,28 @@ class Workloads:
         return str(obj["metadata"]["name"]) if obj is not None else job.name
 
     def pods(self, namespace: str) -> Tracker:
-        return self.track(namespace, "v1", "Pod", pod_state, lambda _: None)
+        return self.track(namespace, "v1", MEMBER_KIND, pod_state, lambda _: None)
+
+    def members(self, namespace: str) -> Tracker:
+        """A job's members on Kubernetes are its pods."""
+        return self.pods(namespace)
+
+    def fail_member(self, pod: dict[str, Any]) -> str:
+        """On the sim, kwok fails the pod (exit 137) once labelled; elsewhere the pod is deleted."""
+        require_ours(pod, "fail a pod")
+        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        core = client.CoreV1Api(self.api)
+        if self.simulated:
+            core.patch_namespaced_pod(name, namespace, {"metadata": {
+                "labels": {FAIL_LABEL: "true"}, "annotations": {FAIL_AFTER: "0s", EXIT_CODE: "137"}}})
+            return f"pod {name} failed by the sim (exit 137)"
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        return f"pod {name} deleted"
+
+    def capacity_nodes(self, resource: str, per_node: int) -> int:
+        """Nodes offering a whole node's worth of GPUs."""
+        nodes = client.CoreV1Api(self.api).list_node().items
+        return sum(1 for n in nodes if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
 
     def track(self, namespace: str, api_version: str, kind: str,
               describe: Callable[[dict[str, Any]], str] = describe_phase,

@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from harness.backends import Backend, GangJob
 from harness.backends.base import job_of
-from harness.profile import Profile
+from harness.profile import Profile, Tenant
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.timeline import Timeline, pods_over_time
 from harness.tracker import Objects
-from harness.workloads import Workloads
+from harness.jobs import MEMBER_KIND, JobSystem
 
 LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
 
@@ -27,18 +26,16 @@ def require(target: Target, backend: Backend, *capabilities: str) -> None:
             pytest.skip(reason)
 
 
-def gpu_nodes(api: client.ApiClient, profile: Profile) -> int:
+def gpu_nodes(jobs: JobSystem, profile: Profile) -> int:
     """Nodes offering a whole node's worth of GPUs (profile gpu.per_node)."""
-    nodes = client.CoreV1Api(api).list_node().items
-    return sum(1 for n in nodes if int((n.status.allocatable or {}).get(profile.gpu.resource, "0"))
-               >= profile.gpu.per_node)
+    return jobs.capacity_nodes(profile.gpu.resource, profile.gpu.per_node)
 
 
 def belongs(pod: dict[str, Any], job: GangJob) -> bool:
     return job_of(pod) == job.name
 
 
-def state_is(workloads: Workloads, job: GangJob, *states: str) -> Any:
+def state_is(workloads: JobSystem, job: GangJob, *states: str) -> Any:
     def check(objects: Objects) -> bool:
         status = workloads.status_of(job, objects)
         return status is not None and status.state in states
@@ -56,11 +53,11 @@ def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> Non
 
 
 def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:
-    """(pod name, running since, running until) from the pod transitions; still-running pods end at `now`."""
+    """(member name, running since, running until) from the member transitions; still running ends at `now`."""
     result = []
-    for name in sorted({t.name for t in timeline.transitions if t.kind == "Pod"}):
+    for name in sorted({t.name for t in timeline.transitions if t.kind == MEMBER_KIND}):
         start = None
-        for t in timeline.of("Pod", name):
+        for t in timeline.of(MEMBER_KIND, name):
             if t.state == "running" and start is None:
                 start = t.seen_at
             elif t.state in ("succeeded", "failed", "deleted") and start is not None:
@@ -73,3 +70,26 @@ def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, 
 
 def first_seen(timeline: Timeline, kind: str, name: str, *states: str) -> float | None:
     return next((t.seen_at for t in timeline.of(kind, name) if t.state in states), None)
+
+
+WAITING = ("queued", "preempted")
+
+
+def wait_until_a_tenant_has_none_waiting(workloads: JobSystem, tenants: tuple[Tenant, ...],
+                                         jobs: dict[str, list[GangJob]], timeout_s: float) -> dict[str, list[str]]:
+    """Block until some tenant has every job started (none queued or preempted back); return each tenant's
+    jobs still waiting then. Events of every tenant's jobs and members wake the one wait."""
+    trackers = {t.name: workloads.jobs(t.namespace) for t in tenants}
+    woken = trackers[tenants[0].name]
+    for tenant in tenants:
+        for tracker in (trackers[tenant.name], workloads.members(tenant.namespace)):
+            tracker.on_event(lambda _event, _obj: woken.poke())
+
+    def waiting() -> dict[str, list[str]]:
+        return {t.name: [j.name for j in jobs[t.name]
+                         if (s := workloads.status_of(j, trackers[t.name].objects)) is None or s.state in WAITING]
+                for t in tenants}
+
+    woken.wait_until("a tenant has no job left waiting", lambda _: any(not w for w in waiting().values()),
+                     timeout_s, describe=lambda _: ", ".join(f"{t}: {len(w)} waiting" for t, w in waiting().items()))
+    return waiting()

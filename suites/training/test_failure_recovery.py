@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client
 
 from harness.backends import Backend, GangJob
 from harness.backends.base import JOBS_COMPLETE, RETRY_POLICY
@@ -21,13 +20,11 @@ from harness.errors import WaitTimeout
 from harness.wait import WaitFailed
 from harness.profile import Profile
 from harness.record.evidence import Evidence
-from harness.safety import require_ours
 from harness.target import Target
-from harness.workloads import Workloads
+from harness.jobs import JobSystem
 from suites.training.common import attach_timeline, belongs, require, state_is
 
 PODS, RUN_S, RETRIES = 2, 15.0, 3
-FAIL_LABEL, FAIL_AFTER = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after"
 
 
 def running(objs: dict[str, dict[str, Any]], job: GangJob, not_uid: str = "") -> list[str]:
@@ -36,30 +33,18 @@ def running(objs: dict[str, dict[str, Any]], job: GangJob, not_uid: str = "") ->
             and not p["metadata"].get("deletionTimestamp") and p["metadata"].get("uid") != not_uid]
 
 
-def inject_failure(core: client.CoreV1Api, target: Target, pod: dict[str, Any]) -> str:
-    """On the sim, kwok fails the pod (exit 137) when labelled; elsewhere the pod is deleted."""
-    require_ours(pod, "fail a pod")
-    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
-    if target.kind == "sim":
-        core.patch_namespaced_pod(name, namespace, {"metadata": {
-            "labels": {FAIL_LABEL: "true"}, "annotations": {FAIL_AFTER: "0s", "sim.gpupoc.io/exit-code": "137"}}})
-        return f"pod {name} failed by the sim (exit 137)"
-    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-    return f"pod {name} deleted"
-
-
-def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, profile: Profile, ev: Evidence,
+def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
                  restart_on_failure: bool = True, retries: int = RETRIES) -> None:
     tenant = profile.tenants[0]
     job = GangJob("recover", tenant, PODS, 1, run_for_s=RUN_S, max_retries=retries,
                   restart_on_failure=restart_on_failure)
     started = time.time()
     workloads.submit(job)
-    pods = workloads.pods(tenant.namespace)
+    pods = workloads.members(tenant.namespace)
     objs = pods.wait_until(f"all {PODS} pods of {job.name} running", lambda o: len(running(o, job)) == PODS,
                            profile.timeouts.run)
     victim = objs[running(objs, job)[0]]
-    ev.note(inject_failure(client.CoreV1Api(api), target, victim))
+    ev.note(workloads.fail_member(victim))
     victim_uid = victim["metadata"]["uid"]
     pods.wait_until(f"pod {victim['metadata']['name']} gone from Running",
                     lambda o: not any(p["metadata"].get("uid") == victim_uid and p["status"].get("phase") == "Running"
@@ -87,21 +72,21 @@ def run_recovery(api: client.ApiClient, target: Target, workloads: Workloads, pr
     ev.verdict()
 
 
-def _failed_reason(workloads: Workloads, job: GangJob, objects: dict[str, dict[str, Any]]) -> str | None:
+def _failed_reason(workloads: JobSystem, job: GangJob, objects: dict[str, dict[str, Any]]) -> str | None:
     status = workloads.status_of(job, objects)
     return f"job failed: {status.reason or 'no reason given'}" if status and status.state == "failed" else None
 
 
-def test_failure_recovery(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
+def test_failure_recovery(target: Target, backend: Backend, workloads: JobSystem,
                           queue_model: Profile, destructive: Callable[[str], None],
                           evidence: Callable[[str], Evidence]) -> None:
     require(target, backend, JOBS_COMPLETE, RETRY_POLICY)
     destructive("fail a pod of a running job")
-    run_recovery(api, target, workloads, queue_model, evidence(CRITERION.id))
+    run_recovery(workloads, queue_model, evidence(CRITERION.id))
 
 
-def test_exhausted_retries_are_reported_as_failed(api: client.ApiClient, target: Target, backend: Backend,
-                                                  workloads: Workloads, queue_model: Profile,
+def test_exhausted_retries_are_reported_as_failed(target: Target, backend: Backend,
+                                                  workloads: JobSystem, queue_model: Profile,
                                                   destructive: Callable[[str], None]) -> None:
     """With no retry left, the job ends failed and the harness reports it with the scheduler's reason."""
     require(target, backend, JOBS_COMPLETE)
@@ -109,9 +94,9 @@ def test_exhausted_retries_are_reported_as_failed(api: client.ApiClient, target:
     tenant = queue_model.tenants[0]
     job = GangJob("no-retry", tenant, PODS, 1, run_for_s=RUN_S * 4, max_retries=0, restart_on_failure=False)
     workloads.submit(job)
-    pods = workloads.pods(tenant.namespace)
+    pods = workloads.members(tenant.namespace)
     objs = pods.wait_until("pods running", lambda o: len(running(o, job)) == PODS, queue_model.timeouts.run)
-    inject_failure(client.CoreV1Api(api), target, objs[running(objs, job)[0]])
+    workloads.fail_member(objs[running(objs, job)[0]])
     jobs = workloads.jobs(tenant.namespace)
     final = jobs.wait_until(f"{job.name} failed", state_is(workloads, job, "failed"), queue_model.timeouts.complete)
     status = workloads.status_of(job, final)

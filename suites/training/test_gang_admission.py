@@ -10,21 +10,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kubernetes import client
 
 from harness.backends import Backend, GangJob
 from harness.criteria.training.gang_admission import CRITERION, GangWatch
 from harness.profile import Profile
 from harness.record.evidence import Evidence
-from harness.workloads import Workloads
+from harness.jobs import JobSystem
 from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
 
 
-def test_gang_admission(api: client.ApiClient, backend: Backend, workloads: Workloads, queue_model: Profile,
+def test_gang_admission(backend: Backend, workloads: JobSystem, queue_model: Profile,
                         evidence: Callable[[str], Evidence]) -> None:
     profile, ev = queue_model, evidence(CRITERION.id)
     lender, owner = profile.tenants[-1], profile.tenants[0]
-    per_node, nodes = profile.gpu.per_node, gpu_nodes(api, profile)
+    per_node, nodes = profile.gpu.per_node, gpu_nodes(workloads, profile)
     filler = GangJob("gang-filler", lender, pods=1, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
     gang = GangJob("gang", owner, pods=nodes, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
     ev.note(f"{nodes} nodes x {per_node} GPUs; a filler of {per_node} GPUs leaves {(nodes - 1) * per_node} free; "
@@ -32,12 +31,12 @@ def test_gang_admission(api: client.ApiClient, backend: Backend, workloads: Work
     started = time.time()
 
     workloads.submit(filler)
-    lender_pods = workloads.pods(lender.namespace)
+    lender_pods = workloads.members(lender.namespace)
     lender_pods.wait_until("filler bound", lambda objs: bound_pods(objs, filler) == 1,
                            profile.timeouts.admit)
 
     watch = GangWatch(gang.pods)
-    owner_pods = workloads.pods(owner.namespace)
+    owner_pods = workloads.members(owner.namespace)
     owner_pods.on_event(lambda event, pod: watch.observe(event, pod, time.time()) if belongs(pod, gang)
                         else None)
     workloads.submit(gang)

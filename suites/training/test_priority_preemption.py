@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kubernetes import client
 
 from harness.backends import Backend, GangJob
 from harness.backends.base import PREEMPTION_COUNTER
@@ -19,7 +18,7 @@ from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.record.evidence import Evidence
 from harness.target import Target
-from harness.workloads import Workloads
+from harness.jobs import JobSystem
 from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
 
 LOW, HIGH = "gpupoc-low", "gpupoc-high"
@@ -30,11 +29,11 @@ def counter(prometheus: Prometheus, promql: str) -> float:
     return samples[0].value if samples else 0.0
 
 
-def run_preemption(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads, profile: Profile,
+def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profile: Profile,
                    prometheus: Prometheus, ev: Evidence, high_class: str = HIGH) -> None:
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
     fillers = [GangJob(f"low-{i}", tenant, 1, per_node, priority_class=LOW, run_for_s=LONG_RUN_S,
-                       max_retries=6) for i in range(gpu_nodes(api, profile))]
+                       max_retries=6) for i in range(gpu_nodes(workloads, profile))]
     urgent = GangJob("urgent", tenant, 1, per_node, priority_class=high_class, run_for_s=LONG_RUN_S)
     counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.kind)
     preemption = backend.preemption_counter()
@@ -45,7 +44,7 @@ def run_preemption(api: client.ApiClient, target: Target, backend: Backend, work
     owned = workloads.owned(tenant.namespace)
     for job in fillers:
         workloads.submit(job)
-    pods = workloads.pods(tenant.namespace)
+    pods = workloads.members(tenant.namespace)
     pods.wait_until("low-priority work fills every GPU",
                     lambda objs: all(bound_pods(objs, j) == 1 for j in fillers), profile.timeouts.admit)
     victims: set[str] = set()
@@ -106,7 +105,7 @@ def _metric_delta(prometheus: Prometheus, promql: str, before: float, expected: 
     return delta
 
 
-def test_priority_and_preemption(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
+def test_priority_and_preemption(target: Target, backend: Backend, workloads: JobSystem,
                                  queue_model: Profile, prometheus: Prometheus,
                                  evidence: Callable[[str], Evidence]) -> None:
-    run_preemption(api, target, backend, workloads, queue_model, prometheus, evidence(CRITERION.id))
+    run_preemption(target, backend, workloads, queue_model, prometheus, evidence(CRITERION.id))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kubernetes import client
 
 from harness.backends import Backend, GangJob
 from harness.backends.base import JOBS_COMPLETE, WAIT_HISTOGRAM, WaitHistogram
@@ -22,7 +21,7 @@ from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.record.evidence import Evidence
 from harness.target import Target
-from harness.workloads import Workloads
+from harness.jobs import MEMBER_KIND, JobSystem
 from suites.training.common import attach_timeline, first_seen, gpu_nodes, require, state_is
 
 JOB_RUN_S = 4.0
@@ -61,7 +60,7 @@ def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: floa
         time.sleep(POLL_S)
 
 
-def test_queue_wait(api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
+def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
                     queue_model: Profile, prometheus: Prometheus, evidence: Callable[[str], Evidence]) -> None:
     require(target, backend, JOBS_COMPLETE)
     profile, ev = queue_model, evidence(CRITERION.id)
@@ -70,7 +69,7 @@ def test_queue_wait(api: client.ApiClient, target: Target, backend: Backend, wor
     baseline = ({} if histogram is None or lacking else
                 scraped_after(prometheus, histogram, time.time(), profile.timeouts.metric, required=False))
     per_node = profile.gpu.per_node
-    per_queue = WAVES * gpu_nodes(api, profile) // len(profile.tenants)
+    per_queue = WAVES * gpu_nodes(workloads, profile) // len(profile.tenants)
     jobs = {t.name: [GangJob(f"wait-{t.name}-{i}", t, 1, per_node, run_for_s=JOB_RUN_S) for i in range(per_queue)]
             for t in profile.tenants}
     started = time.time()
@@ -91,9 +90,10 @@ def test_queue_wait(api: client.ApiClient, target: Target, backend: Backend, wor
         for job in jobs[tenant.name]:
             tracked = workloads.tracked_name(job)
             submitted = first_seen(tl, kind, tracked, "queued", "admitted", "running")
-            pods = {t.name for t in tl.transitions if t.kind == "Pod" and t.name.startswith(f"{job.name}-")}
+            members = {t.name for t in tl.transitions if t.kind == MEMBER_KIND and t.name.startswith(f"{job.name}-")}
             admitted = [x for x in [first_seen(tl, kind, tracked, "admitted", "running"),
-                                    *(first_seen(tl, "Pod", p, "bound", "running") for p in pods)] if x is not None]
+                                    *(first_seen(tl, MEMBER_KIND, m, "bound", "running") for m in members)]
+                        if x is not None]
             if submitted is not None and admitted:
                 waits.append(min(admitted) - submitted)
         queue = tenant.queues.get(backend.name, tenant.name)

@@ -22,7 +22,6 @@ from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
 from harness.workloads import Workloads, job_object
-from suites.training.common import gpu_nodes
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
 FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succeeded", "kuberay": "running",
@@ -188,8 +187,9 @@ def test_a_kai_job_whose_pod_kai_reclaimed_has_failed_and_says_who_took_it(sim_a
     if not cluster.component_running("kai-scheduler"):
         pytest.skip("the sim runs without KAI-Scheduler (GPUPOC_SIM_SCHEDULERS)")
     team_a, team_b = queue_model.tenant("team-a"), queue_model.tenant("team-b")
-    per_node, nodes = queue_model.gpu.per_node, gpu_nodes(sim_api, queue_model)
     tracked = Workloads(sim_api, backends.ALL["kai"], "kai-reclaim", "test_kai_reclaim", queue_model.timeouts.delete)
+    per_node = queue_model.gpu.per_node
+    nodes = tracked.capacity_nodes(queue_model.gpu.resource, per_node)
     try:
         for i in range(nodes):  # team-b takes every GPU, beyond its quota
             tracked.submit(GangJob(f"over-{i}", team_b, pods=1, gpus_per_pod=per_node, run_for_s=600))
@@ -218,7 +218,8 @@ def test_teardown_waits_until_the_kueue_workloads_of_its_jobs_are_gone(sim_api: 
     tracked = Workloads(sim_api, backends.ALL[name], "wl-teardown", f"test_wl_teardown_{name}",
                         queue_model.timeouts.delete)
     per_node = queue_model.gpu.per_node
-    job = GangJob(f"teardown-{name}", tenant, pods=gpu_nodes(sim_api, queue_model) + 1, gpus_per_pod=per_node,
+    nodes = tracked.capacity_nodes(queue_model.gpu.resource, per_node)
+    job = GangJob(f"teardown-{name}", tenant, pods=nodes + 1, gpus_per_pod=per_node,
                   run_for_s=600)
     tracked.submit(job)
     owned = tracked.owned(tenant.namespace)

@@ -118,7 +118,7 @@ def test_failure_recovery_fails_with_a_recovery_policy_of_none(
         sim_api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads, queue_model: Profile) -> None:
     evidence = Evidence.of(RECOVERY, backend.name, queue_model.thresholds[RECOVERY.id])
     with pytest.raises(CriterionViolation, match=r"recover_within_s: nothing measured .*job did not recover"):
-        run_recovery(sim_api, target, workloads, queue_model, evidence, restart_on_failure=False, retries=0)
+        run_recovery(workloads, queue_model, evidence, restart_on_failure=False, retries=0)
 
 
 VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
