@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -17,6 +19,8 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from harness.errors import HarnessError
 
 QUERY_TIMEOUT_S = 10.0
+POLL_S = 1.0  # Prometheus scrapes on its own schedule: there is no event to watch for a sample
+T = TypeVar("T")
 
 
 class PrometheusUnavailable(HarnessError):
@@ -34,6 +38,16 @@ def histogram_quantile_query(q: float, metric: str, by: tuple[str, ...] = (), wi
     """PromQL for the q-quantile of a histogram's increase over `window`, per `by` labels."""
     group = ", ".join(("le", *by))
     return f"histogram_quantile({q}, sum by ({group}) (increase({metric}_bucket[{window}])))"
+
+
+def poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float = POLL_S) -> T:
+    """Read until `done(reading)` or the timeout; the last reading either way (the caller says what a miss means)."""
+    deadline = time.monotonic() + timeout_s
+    reading = read()
+    while not done(reading) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        reading = read()
+    return reading
 
 
 class Prometheus:
@@ -60,6 +74,17 @@ class Prometheus:
 
     def histogram_quantile(self, q: float, metric: str, by: tuple[str, ...] = (), window: str = "5m") -> list[Sample]:
         return self.instant(histogram_quantile_query(q, metric, by, window))
+
+    def histogram_buckets(self, metric: str, by: str = "", scale: float = 1.0) -> tuple[dict[str, dict[float, float]],
+                                                                                     float]:
+        """A histogram's cumulative buckets per `by` label value ('all' without one), bounds times `scale`, and
+        the time of its latest scrape (0 when it has no series yet)."""
+        found: dict[str, dict[float, float]] = {}
+        for sample in self.instant(f"sum by (le{', ' + by if by else ''}) ({metric}_bucket)"):
+            le = float(sample.labels["le"]) * scale  # inf * scale stays inf
+            found.setdefault(sample.labels.get(by, "all") if by else "all", {})[le] = sample.value
+        stamps = self.instant(f"max(timestamp({metric}_count))")
+        return found, (stamps[0].value if stamps else 0.0)
 
     def reachable_reason(self) -> str | None:
         """None when Prometheus answers a trivial query, else why not."""

@@ -60,18 +60,19 @@ class Evidence:
     def expect(self, name: str, measured: float | None, label: str = "") -> Check:
         """Record a measurement against the profile's threshold `name` (direction and unit from the criterion);
         `verdict()` raises if any missed. `label` tells apart checks of one threshold (per queue)."""
+        return self._add(name, measured, label)
+
+    def not_checked(self, name: str, reason: str, label: str = "") -> Check:
+        """A sub-check this backend cannot give the facts for: shown as not checked, never as passed."""
+        return self._add(name, None, label, reason)
+
+    def _add(self, name: str, measured: float | None, label: str, not_checked: str = "") -> Check:
         if self._spec is None:
             raise ValueError(f"evidence of {self.criterion} was not made from its criterion (Evidence.of)")
         spec = self._spec.threshold(name)
         check = Check(f"{name}[{label}]" if label else name, measured, self.thresholds[name], spec.direction,
-                      spec.unit)
+                      spec.unit, not_checked)
         self.checks.append(check)
-        return check
-
-    def not_checked(self, name: str, reason: str, label: str = "") -> Check:
-        """A sub-check this backend cannot give the facts for: shown as not checked, never as passed."""
-        check = self.expect(name, None, label)
-        self.checks[-1] = check = Check(check.name, None, check.threshold, check.comparison, check.unit, reason)
         return check
 
     def note(self, text: str) -> None:

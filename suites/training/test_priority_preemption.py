@@ -15,7 +15,7 @@ from harness.backends.base import PREEMPTION_COUNTER
 from harness.criteria.training.priority_preemption import CRITERION, VICTIM_PODS, VICTIM_WORKLOADS, api_count
 from harness.errors import WaitTimeout
 from harness.profile import Profile
-from harness.prometheus import Prometheus
+from harness.prometheus import Prometheus, poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.jobs import JobSystem
@@ -97,12 +97,7 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
 
 def _metric_delta(prometheus: Prometheus, promql: str, before: float, expected: int, timeout_s: float) -> float:
     """The counter's increase since the test began, once a scrape has caught up with the API (or timeout)."""
-    deadline = time.monotonic() + timeout_s
-    delta = counter(prometheus, promql) - before
-    while delta < expected and time.monotonic() < deadline:
-        time.sleep(1)  # Prometheus scrapes on its own schedule; there is no event to watch for a sample
-        delta = counter(prometheus, promql) - before
-    return delta
+    return poll(lambda: counter(prometheus, promql) - before, lambda delta: delta >= expected, timeout_s)
 
 
 def test_priority_and_preemption(target: Target, backend: Backend, workloads: JobSystem,

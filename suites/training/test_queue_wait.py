@@ -18,7 +18,7 @@ from harness.criteria.training.queue_wait import (CRITERION, Buckets, bucket_del
                                                   summarize)
 from harness.errors import HarnessError
 from harness.profile import Profile
-from harness.prometheus import Prometheus
+from harness.prometheus import Prometheus, poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.jobs import MEMBER_KIND, JobSystem
@@ -26,21 +26,6 @@ from suites.training.common import attach_timeline, first_seen, gpu_nodes, requi
 
 JOB_RUN_S = 4.0
 WAVES = 3  # each queue submits this many times what the cluster holds at once
-POLL_S = 1.0  # Prometheus scrapes on its own schedule; there is no event to watch for a sample
-
-
-def buckets(prometheus: Prometheus, histogram: WaitHistogram) -> tuple[dict[str, Buckets], float]:
-    """The histogram's cumulative buckets per queue ('all' without a queue label), in seconds, and the time of
-    its latest scrape (0 when it has no series yet)."""
-    label, scale = histogram.queue_label, histogram.seconds_per_unit
-    by = f"sum by (le{', ' + label if label else ''})"
-    found: dict[str, Buckets] = {}
-    for sample in prometheus.instant(f"{by} ({histogram.metric}_bucket)"):
-        le = float(sample.labels["le"])
-        found.setdefault(sample.labels.get(label, "all") if label else "all", {})[le * scale if le != float(
-            "inf") else le] = sample.value
-    stamps = prometheus.instant(f"max(timestamp({histogram.metric}_count))")
-    return found, (stamps[0].value if stamps else 0.0)
 
 
 def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: float, timeout_s: float,
@@ -48,16 +33,14 @@ def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: floa
     """The histogram once Prometheus has scraped the scheduler after `moment`. A histogram with no series yet is
     empty at the start (nothing admitted so far); after the test's admissions it is an ERROR: Prometheus is not
     seeing the scheduler."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found, scraped_at = buckets(prometheus, histogram)
-        if scraped_at >= moment or (not found and not required):
-            return found
-        if time.monotonic() >= deadline:
-            seen = f"its last sample is from {time.time() - scraped_at:.0f}s ago" if scraped_at else "no series"
-            raise HarnessError(f"Prometheus has no sample of {histogram.metric} scraped after the test's admissions "
-                               f"({seen}, {timeout_s:.0f}s later): is the scheduler scraped (up == 1)?")
-        time.sleep(POLL_S)
+    found, scraped_at = poll(lambda: prometheus.histogram_buckets(histogram.metric, histogram.queue_label,
+                                                                  histogram.seconds_per_unit),
+                             lambda r: r[1] >= moment or (not r[0] and not required), timeout_s)
+    if scraped_at < moment and (found or required):
+        seen = f"its last sample is from {time.time() - scraped_at:.0f}s ago" if scraped_at else "no series"
+        raise HarnessError(f"Prometheus has no sample of {histogram.metric} scraped after the test's admissions "
+                           f"({seen}, {timeout_s:.0f}s later): is the scheduler scraped (up == 1)?")
+    return found
 
 
 def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
