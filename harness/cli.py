@@ -1,4 +1,4 @@
-"""The `gpupoc` command: sim build/up/down/status/nodes, and the inventory."""
+"""The `gpupoc` command: sim build/up/down/status/stop/start/restart/freeze/nodes, run, compare, the inventory."""
 
 from __future__ import annotations
 
@@ -67,6 +67,13 @@ def parser() -> argparse.ArgumentParser:
     _gpu_flags(up)
     sim_commands.add_parser("down", help="stop every process `sim up` started")
     sim_commands.add_parser("status", help="each component: pid, running, healthy, version")
+    for verb, what in (("stop", "stop one component (a fault on purpose; `sim up` leaves it stopped)"),
+                       ("start", "start a stopped component again (or thaw a frozen one)"),
+                       ("restart", "stop and start one component")):
+        sim_commands.add_parser(verb, help=what).add_argument("component", help="as `gpupoc sim status` names it")
+    freeze = sim_commands.add_parser("freeze", help="SIGSTOP one component for N seconds: alive, answering nothing")
+    freeze.add_argument("component", help="as `gpupoc sim status` names it")
+    freeze.add_argument("--for", dest="seconds", type=float, required=True, metavar="N", help="seconds frozen")
     node_cmd = sim_commands.add_parser("nodes", help="add or remove simulated GPU nodes")
     node_ops = node_cmd.add_subparsers(dest="nodes_command", required=True, parser_class=OneLineParser)
     add = node_ops.add_parser("add")
@@ -156,7 +163,8 @@ def _print_status() -> int:
         return 1
     print(f"{'COMPONENT':<24} {'PID':>7} {'RUNNING':<8} {'HEALTHY':<8} VERSION")
     for r in rows:
-        print(f"{r.name:<24} {r.pid:>7} {str(r.running).lower():<8} {str(r.healthy).lower():<8} {r.version}")
+        note = "  (frozen)" if r.frozen else "  (stopped by `gpupoc sim stop`)" if r.stopped_by_user else ""
+        print(f"{r.name:<24} {r.pid:>7} {str(r.running).lower():<8} {str(r.healthy).lower():<8} {r.version}{note}")
     return 0 if all(r.running and r.healthy for r in rows) else 1
 
 
@@ -235,6 +243,18 @@ def run(args: argparse.Namespace) -> int:
             return 0
         case "status":
             return _print_status()
+        case "stop":
+            cluster.stop_component(args.component)
+            return 0
+        case "start":
+            cluster.start_component(args.component)
+            return 0
+        case "restart":
+            cluster.restart_component(args.component)
+            return 0
+        case "freeze":
+            cluster.freeze_component(args.component, args.seconds)
+            return 0
         case _:
             return _nodes(args)
 

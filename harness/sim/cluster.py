@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from kubernetes import client, config as kube_config
 
-from harness.errors import SimError
+from harness.errors import ConfigError, SimError
 from harness.sim import files, nodes, pki, procs, stack
 from harness.sim.components import Component, Layout, control_plane
 from harness.sim.config import SimConfig, ports_from_env
@@ -30,6 +31,8 @@ class ComponentStatus:
     running: bool
     healthy: bool
     version: str
+    frozen: bool = False
+    stopped_by_user: bool = False
 
 
 def layout() -> Layout:
@@ -56,9 +59,19 @@ def prometheus_url() -> str:
     return f"http://127.0.0.1:{ports_from_env().prometheus}"
 
 
-def running_components(lay: Layout) -> dict[str, bool]:
+def _component_state(component: Component, pid: int) -> dict[str, Any]:
+    """What the state file keeps of a started component: enough to probe it, stop it and start it again."""
+    return {"pid": pid, "binary": component.binary, "argv": list(component.argv), "env": dict(component.env),
+            "port": component.port, "health_url": component.health_url,
+            "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
+            "version": component.version(), "stopped_by_user": False}
+
+
+def running_components(lay: Layout, include_stopped: bool = True) -> dict[str, bool]:
+    """name -> running, for each component `up` started (those a user stopped on purpose left out unless asked)."""
     state = _read_state(lay) or {}
-    return {name: procs.is_running(c["pid"], c["binary"]) for name, c in state.get("components", {}).items()}
+    return {name: procs.is_running(c["pid"], c["binary"]) for name, c in state.get("components", {}).items()
+            if include_stopped or not c.get("stopped_by_user")}
 
 
 def component_pid(name: str, lay: Layout | None = None) -> int | None:
@@ -72,7 +85,8 @@ def component_running(name: str, lay: Layout | None = None) -> bool:
 
 
 def is_up(lay: Layout | None = None) -> bool:
-    alive = running_components(lay or layout())
+    """The sim is up: every component runs, except those a user stopped on purpose (`gpupoc sim stop`)."""
+    alive = running_components(lay or layout(), include_stopped=False)
     return bool(alive) and all(alive.values())
 
 
@@ -128,13 +142,17 @@ CONTROL_PLANE_IN_ORDER = 2  # etcd and kube-apiserver start one after the other;
 def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_S) -> bool:
     """Start the sim; False (and nothing changed) when it is already up."""
     lay = layout()
+    state_before = _read_state(lay) or {}
     alive = running_components(lay)
-    if alive and all(alive.values()):
-        say(f"sim is already up (kubeconfig: {lay.kubeconfig}); nothing changed")
+    stopped = [n for n, c in state_before.get("components", {}).items() if c.get("stopped_by_user")]
+    if alive and all(ok for n, ok in alive.items() if n not in stopped):
+        hint = f"; stopped on purpose: {', '.join(stopped)} (`gpupoc sim start NAME`)" if stopped else ""
+        say(f"sim is already up (kubeconfig: {lay.kubeconfig}); nothing changed{hint}")
         return False
-    if any(alive.values()):
+    if alive:  # a crash (kill -9, a reboot, a component that died): clear what is left, then start afresh
         dead = ", ".join(n for n, ok in alive.items() if not ok)
-        raise SimError(f"sim is partly up ({dead} not running): run `gpupoc sim down`, then `gpupoc sim up`")
+        say(f"sim was left broken ({dead} not running): stopping what is left and starting afresh")
+        down(say=lambda _: None)
     lay.root.mkdir(parents=True, exist_ok=True)
     components = control_plane(lay, cfg.ports)
     scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
@@ -149,10 +167,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     def launch(component: Component) -> int:
         pid = procs.start(list(component.argv), lay.log(component.name),
                           env={**os.environ, **dict(component.env)} if component.env else None)
-        state["components"][component.name] = {
-            "pid": pid, "binary": component.binary, "port": component.port, "health_url": component.health_url,
-            "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
-            "version": component.version()}
+        state["components"][component.name] = _component_state(component, pid)
         state["ports"][component.name] = component.port
         _write_state(lay, state)
         return pid
@@ -199,6 +214,7 @@ def down(say: Say = print) -> list[str]:
         return []
     refused = []
     for name, comp in reversed(list(state["components"].items())):
+        procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
         if procs.stop(comp["pid"], comp["binary"]):
             say(f"  stopped {name} (pid {comp['pid']})")
         else:
@@ -210,6 +226,80 @@ def down(say: Say = print) -> list[str]:
     return refused
 
 
+def _component(name: str, lay: Layout) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the state, this component's entry); a clear error when the sim is down or the name unknown."""
+    state = _read_state(lay)
+    if state is None:
+        raise SimError("sim is not up: run `gpupoc sim up` first")
+    if name not in state["components"]:
+        raise ConfigError(f"no sim component {name!r}; the sim runs: {', '.join(state['components'])}")
+    return state, state["components"][name]
+
+
+def _as_component(name: str, comp: dict[str, Any]) -> Component:
+    token = comp.get("health_token")
+    return Component(name, tuple(comp.get("argv") or (comp["binary"],)), comp["health_url"], comp["port"],
+                     bearer_token_file=Path(token) if token else None, known_version=comp.get("version"),
+                     env=tuple((comp.get("env") or {}).items()))
+
+
+def stop_component(name: str, say: Say = print) -> None:
+    """Stop one component (a fault injected on purpose); `sim up` leaves it stopped, `sim start` brings it back."""
+    lay = layout()
+    state, comp = _component(name, lay)
+    procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
+    if not procs.stop(comp["pid"], comp["binary"]):
+        raise SimError(f"{name} (pid {comp['pid']}) refused to stop; kill it by hand")
+    comp["stopped_by_user"] = True
+    _write_state(lay, state)
+    say(f"stopped {name} (pid {comp['pid']})")
+
+
+def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOUT_S) -> int:
+    """Start a stopped component again with the arguments `up` gave it (thaw a frozen one); its new pid."""
+    lay = layout()
+    state, comp = _component(name, lay)
+    if procs.is_running(comp["pid"], comp["binary"]):
+        if procs.thaw(comp["pid"], comp["binary"]):
+            say(f"thawed {name} (pid {comp['pid']})")
+        else:
+            say(f"{name} is already running (pid {comp['pid']})")
+        return int(comp["pid"])
+    if not comp.get("argv"):
+        raise SimError(f"the sim was started by an older gpupoc that did not keep {name}'s arguments: "
+                       "run `gpupoc sim down`, then `gpupoc sim up`")
+    component = _as_component(name, comp)
+    env = {**os.environ, **dict(component.env)} if component.env else None
+    pid = procs.start(list(component.argv), lay.log(name), env=env)
+    comp.update(pid=pid, stopped_by_user=False)
+    _write_state(lay, state)
+    wait_healthy(component, pid, lay, timeout_s)
+    say(f"started {name} (pid {pid})")
+    return pid
+
+
+def restart_component(name: str, say: Say = print) -> int:
+    stop_component(name, say)
+    return start_component(name, say)
+
+
+def freeze_component(name: str, seconds: float, say: Say = print) -> None:
+    """SIGSTOP one component for `seconds` (it keeps its sockets open but answers nothing), then SIGCONT;
+    thawed on Ctrl-C too."""
+    if seconds <= 0:
+        raise ConfigError(f"--for must be a positive number of seconds, got {seconds:g}")
+    _, comp = _component(name, layout())
+    if not procs.is_running(comp["pid"], comp["binary"]):
+        raise SimError(f"{name} is not running: nothing to freeze (`gpupoc sim start {name}`)")
+    os.kill(comp["pid"], signal.SIGSTOP)
+    say(f"froze {name} (pid {comp['pid']}) for {seconds:g}s")
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(comp["pid"], signal.SIGCONT)
+    say(f"thawed {name}")
+
+
 def status(lay: Layout | None = None) -> list[ComponentStatus]:
     lay = lay or layout()
     state = _read_state(lay)
@@ -217,10 +307,8 @@ def status(lay: Layout | None = None) -> list[ComponentStatus]:
         return []
     result = []
     for name, comp in state["components"].items():
-        token = comp.get("health_token")
-        component = Component(name, (comp["binary"],), comp["health_url"], comp["port"],
-                              bearer_token_file=Path(token) if token else None)
         running = procs.is_running(comp["pid"], comp["binary"])
-        result.append(ComponentStatus(name, comp["pid"], running, running and component.healthy(),
-                                      comp.get("version", "unknown")))
+        result.append(ComponentStatus(name, comp["pid"], running, running and _as_component(name, comp).healthy(),
+                                      comp.get("version", "unknown"), procs.is_frozen(comp["pid"]),
+                                      bool(comp.get("stopped_by_user"))))
     return result

@@ -44,6 +44,26 @@ def is_running(pid: int, binary: str) -> bool:
     return os.path.realpath(exe) == os.path.realpath(binary) and stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def is_frozen(pid: int) -> bool:
+    """Stopped by a signal (SIGSTOP): alive, holding its sockets, answering nothing."""
+    return _state(pid) in ("T", "t")
+
+
+def thaw(pid: int, binary: str) -> bool:
+    """SIGCONT a frozen process of ours; True when it was frozen."""
+    if is_running(pid, binary) and is_frozen(pid):
+        os.kill(pid, signal.SIGCONT)
+        return True
+    return False
+
+
 def stop(pid: int, binary: str, grace_s: float = STOP_GRACE_S) -> bool:
     """SIGTERM, then SIGKILL after `grace_s`; reap it if it is our child. True when it is gone."""
     if not is_running(pid, binary):
