@@ -17,6 +17,7 @@ from harness import backends as backend_registry, criteria
 from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
+from harness.environment import Down, EnvironmentWatch, Part
 from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
 from harness.record import collect as record
@@ -31,6 +32,8 @@ from harness.workloads import Workloads
 
 CONFIG_KEY = pytest.StashKey[RunConfig]()
 TARGET_KEY = pytest.StashKey[Target]()
+WATCH_KEY = pytest.StashKey[EnvironmentWatch]()
+DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SWEEP_TIMEOUT_S = 30.0
 
 
@@ -71,8 +74,29 @@ def gpupoc_config(pytestconfig: pytest.Config) -> RunConfig:
 def target(pytestconfig: pytest.Config, gpupoc_config: RunConfig) -> Target:
     """The cluster under test, connected once per session (the sim is started when it is the target)."""
     if TARGET_KEY not in pytestconfig.stash:
-        pytestconfig.stash[TARGET_KEY] = connect(gpupoc_config)
+        pytestconfig.stash[TARGET_KEY] = found = connect(gpupoc_config)
+        logged = sim_faults if found.kind == "sim" else None
+        pytestconfig.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
     return pytestconfig.stash[TARGET_KEY]
+
+
+def environment_parts(target: Target) -> list[Part]:
+    """What the environment watch samples: on the sim, each of its processes (running, not frozen). On other
+    targets the seam and the Prometheus client see outages of what they call."""
+    if target.kind != "sim":
+        return []
+    return [Part(name, lambda name=name: cluster.component_problem(name)) for name in cluster.component_names()]
+
+
+def sim_faults() -> list[Down]:
+    return [Down(f["component"], f["problem"], f["from"], f["to"]) for f in cluster.faults_injected()]
+
+
+@pytest.fixture()
+def disrupts(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """disrupts("kueue"): this test takes that part of the environment down on purpose; the environment watch does
+    not hold it against the test."""
+    return lambda part: request.node.stash.setdefault(DISRUPTED_KEY, set()).add(part)
 
 
 @pytest.fixture(scope="session")
@@ -90,7 +114,7 @@ def prometheus(target: Target) -> Prometheus:
     """Prometheus of the target; ERROR (not FAIL) for the tests that need it when it is absent or down."""
     if not target.prometheus_url:
         raise HarnessError("no Prometheus for this target: pass --prometheus-url or set prometheus.url in the profile")
-    prom = Prometheus(target.prometheus_url)
+    prom = Prometheus(target.prometheus_url, budget_s=target.seam.budget_s, log=target.seam.log)
     reason = prom.reachable_reason()
     if reason:
         raise HarnessError(reason)
@@ -193,6 +217,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
     if report.when == "call":
         note_outages(item, report.start)
+        note_environment_faults(item, report, call)
     outcome = record_outcome(report)
     if outcome:
         record.add_result(item.config, item, report, outcome, item.stash.get(EVIDENCE_KEY, []))
@@ -207,6 +232,26 @@ def note_outages(item: pytest.Item, since: float) -> None:
     for outage in target.seam.outages_since(since):
         for ev in item.stash.get(EVIDENCE_KEY, []):
             ev.note(outage.describe())
+
+
+def note_environment_faults(item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
+    """A part of the environment down during the test: noted in its evidence; a FAIL becomes an ERROR naming it
+    (the environment broke, the criterion was not judged)."""
+    watch = item.config.stash.get(WATCH_KEY, None)
+    if watch is None:
+        return
+    faults = watch.faults(report.start, report.stop, item.stash.get(DISRUPTED_KEY, set()))
+    if not faults:
+        return
+    for ev in item.stash.get(EVIDENCE_KEY, []):
+        for fault in faults:
+            ev.note(f"environment: {fault}")
+    if report.failed:
+        cause = "environment fault during the test: " + "; ".join(faults)
+        report.user_properties.append(("gpupoc_environment", cause))
+        report.sections.append(("gpupoc environment", cause))
+        if ("gpupoc_outcome", "ERROR") not in report.user_properties:
+            report.user_properties.append(("gpupoc_outcome", "ERROR"))
 
 
 def record_outcome(report: pytest.TestReport) -> str | None:
@@ -243,6 +288,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Ctrl-C or not: complete the record, sweep whatever this run left in the cluster, say what refused to go."""
     target = session.config.stash.get(TARGET_KEY, None)
+    watch = session.config.stash.get(WATCH_KEY, None)
+    if watch is not None:
+        watch.stop()
     record.finish(session, target)
     if target is None:
         return

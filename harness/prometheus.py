@@ -13,12 +13,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import requests
+from urllib3.util.retry import Retry
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from harness.errors import HarnessError
+from harness.seam import BACKOFF_S, DEFAULT_RETRY_BUDGET_S, Outage, RetryLog
 
 QUERY_TIMEOUT_S = 10.0
+READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
 POLL_S = 1.0  # Prometheus scrapes on its own schedule: there is no event to watch for a sample
 T = TypeVar("T")
 
@@ -51,16 +54,44 @@ def poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, pol
 
 
 class Prometheus:
-    def __init__(self, url: str, timeout_s: float = QUERY_TIMEOUT_S) -> None:
+    """Queries with a timeout each; a Prometheus that cannot be reached is retried within `budget_s` (the
+    cluster seam's retry budget), the outage noted in `log` like the API server's, then PrometheusUnavailable."""
+
+    def __init__(self, url: str, timeout_s: float = QUERY_TIMEOUT_S, budget_s: float = DEFAULT_RETRY_BUDGET_S,
+                 log: RetryLog | None = None) -> None:
         self.url = url.rstrip("/")
-        self._client = PrometheusConnect(url=self.url, disable_ssl=True)
-        self._timeout = timeout_s
+        # the client's own retries off (the budget here is the only one); a read timeout, so a frozen Prometheus
+        # is an outage, never a hang
+        self._client = PrometheusConnect(url=self.url, disable_ssl=True, retry=Retry(total=0, raise_on_status=False),
+                                         timeout=timeout_s + READ_MARGIN_S)
+        self._timeout, self._budget_s = timeout_s, budget_s
+        self.log = log if log is not None else RetryLog()
 
     def _ask(self, promql: str, call: Any, **kwargs: Any) -> Any:
-        try:
-            return call(promql, params={"timeout": f"{self._timeout:g}s"}, **kwargs)
-        except (PrometheusApiClientException, requests.RequestException, ValueError) as exc:
-            raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {exc}") from exc
+        started = time.monotonic()
+        retries = 0
+        while True:
+            try:
+                answer = call(promql, params={"timeout": f"{self._timeout:g}s"}, **kwargs)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                waited = time.monotonic() - started
+                if waited >= self._budget_s:
+                    self._note(started, retries, type(exc).__name__, bridged=False)
+                    raise PrometheusUnavailable(
+                        f"Prometheus at {self.url} unreachable for {waited:.0f}s (retry budget {self._budget_s:.0f}s,"
+                        f" {retries} retries): {type(exc).__name__}; check that Prometheus is running") from exc
+                time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
+                retries += 1
+                continue
+            except (PrometheusApiClientException, requests.RequestException, ValueError) as exc:
+                raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {exc}") from exc
+            if retries:
+                self._note(started, retries, "connection refused or timed out", bridged=True)
+            return answer
+
+    def _note(self, started: float, retries: int, cause: str, bridged: bool) -> None:
+        self.log.add(Outage(time.time() - (time.monotonic() - started), time.time(), retries, cause, bridged,
+                            what="Prometheus"))
 
     def instant(self, promql: str) -> list[Sample]:
         result = self._ask(promql, self._client.custom_query)
@@ -87,9 +118,12 @@ class Prometheus:
         return found, (stamps[0].value if stamps else 0.0)
 
     def reachable_reason(self) -> str | None:
-        """None when Prometheus answers a trivial query, else why not."""
+        """None when Prometheus answers a trivial query, else why not (asked once: no retry budget)."""
+        budget, self._budget_s = self._budget_s, 0.0
         try:
             self.instant("vector(1)")
         except PrometheusUnavailable as exc:
             return str(exc)
+        finally:
+            self._budget_s = budget
         return None

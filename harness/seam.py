@@ -52,11 +52,26 @@ class Outage:
     retries: int
     cause: str
     bridged: bool = True
+    what: str = "API server"
 
     def describe(self) -> str:
         how = "bridged" if self.bridged else "NOT bridged"
-        return (f"API server unavailable for {self.ended - self.started:.1f}s ({self.retries} retries, "
+        return (f"{self.what} unavailable for {self.ended - self.started:.1f}s ({self.retries} retries, "
                 f"{self.cause}); {how} by the retry budget")
+
+
+def merged(outages: list[Outage]) -> list[Outage]:
+    """Pure: one outage per overlapping stretch of the same thing (several requests see the same outage at once);
+    bridged only if every request in it was."""
+    result: list[Outage] = []
+    for o in sorted(outages, key=lambda o: (o.what, o.started)):
+        last = result[-1] if result else None
+        if last is not None and last.what == o.what and o.started <= last.ended:
+            result[-1] = Outage(last.started, max(last.ended, o.ended), max(last.retries, o.retries),
+                                last.cause, last.bridged and o.bridged, last.what)
+        else:
+            result.append(o)
+    return result
 
 
 @dataclass
@@ -71,8 +86,9 @@ class RetryLog:
             self.outages.append(outage)
 
     def since(self, start: float) -> list[Outage]:
+        """The outages that ended after `start`, overlapping ones merged."""
         with self.lock:
-            return [o for o in self.outages if o.ended >= start]
+            return merged([o for o in self.outages if o.ended >= start])
 
 
 def transient_cause(exc: BaseException | None, status: int | None) -> str | None:
@@ -129,6 +145,9 @@ class SeamTransport:
                 exc = error
             status = getattr(response, "status", None)
             failure = transient_cause(exc, status)
+            if failure is None and retries and status in (401, 403) and not self._ready(url, headers):
+                # an API server coming back serves before its authorizer has synced: refusals until /readyz
+                failure = f"HTTP {status} while the API server is not ready"
             if failure is None:
                 if exc is not None:
                     raise exc
@@ -149,6 +168,17 @@ class SeamTransport:
             time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
             retries += 1
 
+
+    def _ready(self, url: str, headers: Any) -> bool:
+        base = re.match(r"^https?://[^/]+", url)
+        try:
+            answer = self.inner.request("GET", f"{base.group(0) if base else ''}/readyz",
+                                        headers={k: v for k, v in (headers or {}).items() if k == "Authorization"},
+                                        _request_timeout=(CONNECT_TIMEOUT_S, self.read_timeout_s))
+        except (urllib3.exceptions.HTTPError, OSError, rest.ApiException):
+            return False
+        answer.read()
+        return bool(getattr(answer, "status", None) == 200)
 
     def _settled(self, method: str, url: str, headers: Any, body: Any, timeout: Any, response: Any) -> Any:
         """What the first attempt of a retried create or delete did: the created object, or success."""

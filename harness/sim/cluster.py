@@ -248,9 +248,12 @@ def stop_component(name: str, say: Say = print) -> None:
     lay = layout()
     state, comp = _component(name, lay)
     procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
+    stopping_at = time.time()
     if not procs.stop(comp["pid"], comp["binary"]):
         raise SimError(f"{name} (pid {comp['pid']}) refused to stop; kill it by hand")
     comp["stopped_by_user"] = True
+    state.setdefault("faults", []).append({"component": name, "problem": "stopped on purpose (`gpupoc sim stop`)",
+                                           "from": stopping_at, "to": None})
     _write_state(lay, state)
     say(f"stopped {name} (pid {comp['pid']})")
 
@@ -261,6 +264,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
     state, comp = _component(name, lay)
     if procs.is_running(comp["pid"], comp["binary"]):
         if procs.thaw(comp["pid"], comp["binary"]):
+            _end_fault(lay, name)
             say(f"thawed {name} (pid {comp['pid']})")
         else:
             say(f"{name} is already running (pid {comp['pid']})")
@@ -274,6 +278,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     wait_healthy(component, pid, lay, timeout_s)
+    _end_fault(lay, name)
     say(f"started {name} (pid {pid})")
     return pid
 
@@ -292,12 +297,45 @@ def freeze_component(name: str, seconds: float, say: Say = print) -> None:
     if not procs.is_running(comp["pid"], comp["binary"]):
         raise SimError(f"{name} is not running: nothing to freeze (`gpupoc sim start {name}`)")
     os.kill(comp["pid"], signal.SIGSTOP)
+    lay = layout()
+    state = _read_state(lay) or {}
+    state.setdefault("faults", []).append({"component": name, "problem": "frozen on purpose (`gpupoc sim freeze`)",
+                                           "from": time.time(), "to": None})
+    _write_state(lay, state)
     say(f"froze {name} (pid {comp['pid']}) for {seconds:g}s")
     try:
         time.sleep(seconds)
     finally:
         os.kill(comp["pid"], signal.SIGCONT)
+        _end_fault(lay, name)
     say(f"thawed {name}")
+
+
+def _end_fault(lay: Layout, name: str) -> None:
+    state = _read_state(lay) or {}
+    for fault in state.get("faults", []):
+        if fault["component"] == name and fault["to"] is None:
+            fault["to"] = time.time()
+    _write_state(lay, state)
+
+
+def faults_injected(lay: Layout | None = None) -> list[dict[str, Any]]:
+    """Faults injected with `gpupoc sim stop|freeze` (component, problem, from, to: None while it lasts)."""
+    return list((_read_state(lay or layout()) or {}).get("faults", []))
+
+
+def component_problem(name: str, lay: Layout | None = None) -> str | None:
+    """None while a component of the sim runs and is not frozen; else what is wrong (the environment watch)."""
+    comp = ((_read_state(lay or layout()) or {}).get("components") or {}).get(name)
+    if comp is None:
+        return None
+    if not procs.is_running(comp["pid"], comp["binary"]):
+        return "stopped on purpose (`gpupoc sim stop`)" if comp.get("stopped_by_user") else "not running"
+    return "frozen (SIGSTOP)" if procs.is_frozen(comp["pid"]) else None
+
+
+def component_names(lay: Layout | None = None) -> list[str]:
+    return list(((_read_state(lay or layout()) or {}).get("components") or {}))
 
 
 def status(lay: Layout | None = None) -> list[ComponentStatus]:
