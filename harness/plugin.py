@@ -7,6 +7,7 @@ or capability as SKIP with its reason.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -85,7 +86,7 @@ def environment_parts(target: Target) -> list[Part]:
     targets the seam and the Prometheus client see outages of what they call."""
     if target.kind != "sim":
         return []
-    return [Part(name, lambda name=name: cluster.component_problem(name)) for name in cluster.component_names()]
+    return [Part(name, functools.partial(cluster.component_problem, name)) for name in cluster.component_names()]
 
 
 def sim_faults() -> list[Down]:
