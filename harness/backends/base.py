@@ -72,7 +72,18 @@ RETRY_POLICY = "retry policy"                # a failed pod is retried by the jo
 JOBS_COMPLETE = "jobs complete"              # a job runs to completion on this target
 PREEMPTION_COUNTER = "preemption counter"    # the scheduler counts preemptions in Prometheus
 WAIT_HISTOGRAM = "wait histogram"            # the scheduler exports a submission-to-admission histogram
-CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM)
+CONTROLLER_RESTART = "controller restart"    # the harness can stop and start the controllers that admit jobs
+CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART)
+
+
+@dataclass(frozen=True)
+class Controllers:
+    """The controllers that admit a backend's jobs: processes of the sim, Deployments of a real cluster
+    (none where they cannot be restarted through the API, e.g. kube-scheduler as a static pod)."""
+
+    sim: tuple[str, ...]
+    deployments: tuple[str, ...] = ()
+    why_not_elsewhere: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,7 @@ class Capabilities:
     preemption: PreemptionCounter | None = None
     wait: WaitHistogram | None = None
     owned: OwnedKind | None = None
+    controllers: Controllers | None = None
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         if capability not in CAPABILITIES:
@@ -158,6 +170,10 @@ class Capabilities:
             return f"{self.name}: no preemption counter exported"
         if capability == WAIT_HISTOGRAM and self.wait is None:
             return f"{self.name}: no submission-to-admission histogram exported"
+        if capability == CONTROLLER_RESTART and (self.controllers is None or (
+                target_kind != "sim" and not self.controllers.deployments)):
+            why = self.controllers.why_not_elsewhere if self.controllers else "no controller known to restart"
+            return f"{self.name}: {why}"
         return None
 
     def preemption_counter(self) -> PreemptionCounter | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import GANG, Capabilities, GangJob, JobStatus, PreemptionCounter
+from harness.backends.base import GANG, Capabilities, Controllers, GangJob, JobStatus, PreemptionCounter
 from harness.backends.batch import batch_job, batch_status
 
 
@@ -14,6 +14,8 @@ class DefaultBackend(Capabilities):
     name = "default"
     lacking = {GANG: "kube-scheduler binds pod by pod; it has no gang admission"}
     preemption = PreemptionCounter("sum(scheduler_preemption_victims_sum)", "pods")
+    controllers = Controllers(("kube-scheduler",), (), "kube-scheduler runs as a static pod on most clusters: "
+                              "it cannot be restarted through the API")
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return None  # kube-scheduler is part of every cluster

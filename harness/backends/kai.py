@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, FAILED, QUEUED, RETRY_POLICY, RUNNING, SUCCEEDED, Capabilities,
+from harness.backends.base import (Controllers, ADMITTED, FAILED, QUEUED, RETRY_POLICY, RUNNING, SUCCEEDED, Capabilities,
                                    GangJob, JobStatus, PreemptionCounter, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -90,6 +90,7 @@ class KaiBackend(Capabilities):
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
+    controllers = Controllers(("kai-scheduler",), ("kai-scheduler",))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)

@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
+from harness.backends.base import (Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
                                    JobStatus, OwnedKind, PreemptionCounter, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
@@ -52,6 +52,7 @@ class KueueBackend(Capabilities):
     preemption = PREEMPTED_WORKLOADS
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
+    controllers = Controllers(("kueue",), ("kueue-controller-manager",))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "kueue.x-k8s.io", "Workload", self.name)

@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (FAILED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob, JobStatus,
+from harness.backends.base import (Controllers, FAILED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob, JobStatus,
                                    PreemptionCounter, WaitHistogram, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -38,6 +38,7 @@ class VolcanoBackend(Capabilities):
     preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
+    controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)

@@ -161,3 +161,37 @@ def test_queue_wait_passes_the_same_threshold_on_the_reference_queues(tmp_path: 
                                                                       sim_api: client.ApiClient) -> None:
     result = suite("test_queue_wait.py", "--backends=volcano", f"--profile={profile_variant(tmp_path, queue_wait_threshold)}")
     assert "1 passed" in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def kueue_restarts_without_its_batch_job_integration() -> Iterator[None]:
+    """The sim's Kueue configuration loses `batch/job`: the running Kueue is unchanged until the criterion
+    restarts it. Afterwards the reference configuration is back, Kueue restarted on it, leftovers swept."""
+    config = cluster.layout().root / "kueue-config.yaml"
+    reference = config.read_text()
+    data = yaml.safe_load(reference)
+    data["integrations"]["frameworks"] = [f for f in data["integrations"]["frameworks"] if f != "batch/job"]
+    config.write_text(yaml.safe_dump(data))
+    try:
+        yield
+    finally:
+        config.write_text(reference)
+        cluster.restart_component("kueue", say=lambda _: None)
+        gpupoc("clean")
+
+
+def short_admission(data: dict[str, object]) -> None:
+    timeouts = data["timeouts"]
+    assert isinstance(timeouts, dict)
+    timeouts.update(admit=20, delete=20)
+
+
+def test_control_plane_recovery_fails_listing_the_jobs_a_restart_with_a_lost_integration_never_admits(
+        tmp_path: Path, sim_api: client.ApiClient, queue_model: Profile,
+        kueue_restarts_without_its_batch_job_integration: None) -> None:
+    result = suite("test_control_plane_recovery.py", "--backends=kueue", "--queue-model=keep",
+                   f"--profile={profile_variant(tmp_path, short_admission)}")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.control_plane_recovery [kueue]: measured resume_within_s: nothing measured" in result.stdout
+    assert "max_jobs_lost 3" in result.stdout or "max_jobs_lost: 3" in result.stdout, result.stdout[-3000:]
+    assert "lost (never admitted after the restart): cpr-wait-0, cpr-wait-1, cpr-wait-2" in result.stdout
