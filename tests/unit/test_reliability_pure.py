@@ -1,0 +1,61 @@
+"""Pure parts of reliability: restart measurements, the environment watch's bookkeeping, merged outages."""
+
+from __future__ import annotations
+
+from harness.criteria.training.control_plane_recovery import Bind, admitted_twice, disturbed, first_admission_after, lost
+from harness.environment import Down, EnvironmentWatch, Part, faults_between, without_sampled_twice
+from harness.seam import Outage, merged
+
+BINDS = [Bind("fill-0", "u1", 10.0), Bind("wait-0", "u2", 21.5), Bind("wait-1", "u3", 22.0),
+         Bind("wait-1", "u4", 30.0)]
+
+
+def test_resume_is_measured_from_the_restart_to_the_first_admission_of_a_waiting_job() -> None:
+    assert first_admission_after(BINDS, {"wait-0", "wait-1"}, 20.0) == 1.5
+    assert first_admission_after(BINDS, {"wait-2"}, 20.0) is None
+
+
+def test_lost_and_twice_admitted_jobs_are_named() -> None:
+    pods = {"wait-0": 1, "wait-1": 1, "wait-2": 1}
+    assert lost(BINDS, pods) == ["wait-2"]
+    assert admitted_twice(BINDS, pods) == ["wait-1"]
+
+
+def test_a_running_job_whose_pods_changed_is_disturbed() -> None:
+    assert disturbed({"steady": {"a"}}, {"steady": {"a"}}) == []
+    assert disturbed({"steady": {"a"}}, {"steady": {"b"}}) == ["steady"]
+    assert disturbed({"steady": {"a"}}, {}) == ["steady"]
+
+
+def test_a_part_down_counts_against_a_test_only_when_it_overlaps_and_was_not_disrupted_on_purpose() -> None:
+    downs = [Down("kueue", "not running", 10.0, 12.0), Down("etcd", "frozen", 30.0, None)]
+    assert [d.part for d in faults_between(downs, 11.0, 20.0, set())] == ["kueue"]
+    assert faults_between(downs, 11.0, 20.0, {"kueue"}) == []
+    assert [d.part for d in faults_between(downs, 40.0, 50.0, set())] == ["etcd"]
+    assert faults_between(downs, 13.0, 20.0, set()) == []
+
+
+def test_a_fault_the_sim_logged_is_not_listed_twice_when_it_was_also_sampled() -> None:
+    logged = [Down("kueue", "stopped on purpose", 10.0, 12.0)]
+    sampled = [Down("kueue", "not running", 10.2, 11.8), Down("etcd", "not running", 10.5, 11.0)]
+    assert [(d.part, d.problem) for d in without_sampled_twice(sampled, logged)] == [
+        ("kueue", "stopped on purpose"), ("etcd", "not running")]
+
+
+def test_the_watch_keeps_each_interval_a_part_was_down() -> None:
+    state = {"problem": None}
+    watch = EnvironmentWatch([Part("kueue", lambda: state["problem"])])
+    watch.sample()
+    state["problem"] = "not running"
+    watch.sample()
+    state["problem"] = None
+    watch.sample()
+    assert len(watch.downs) == 1 and watch.downs[0].ended is not None
+    assert watch.faults(0, 1e12, set())[0].startswith("kueue: not running for ")
+
+
+def test_overlapping_outages_seen_by_several_requests_are_one() -> None:
+    found = merged([Outage(10, 20, 5, "refused"), Outage(12, 25, 7, "refused", bridged=False),
+                    Outage(40, 41, 1, "refused"), Outage(10, 11, 1, "refused", what="Prometheus")])
+    assert [(o.what, o.started, o.ended, o.bridged) for o in found] == [
+        ("API server", 10, 25, False), ("API server", 40, 41, True), ("Prometheus", 10, 11, True)]
