@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.profile import BACKENDS, Profile, load_profile
+from harness.runlock import DEFAULT_LOCK
 from harness.sim.paths import REPO_ROOT
 
 DEFAULT_SIM_PROFILE = REPO_ROOT / "profiles" / "sim.yaml"
@@ -32,6 +33,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "reports_dir": ("GPUPOC_REPORTS_DIR", "where the acceptance record is written (default: reports/)"),
     "queue_model": ("GPUPOC_QUEUE_MODEL", "apply: put the reference queue model on the sim/kind before the suites "
                     "(default); keep: test the cluster's queues as they are"),
+    "run_lock": ("GPUPOC_RUN_LOCK", f"NAMESPACE/NAME of the Lease that keeps runs on one cluster apart "
+                 f"(default {DEFAULT_LOCK}), or 'off'"),
+    "wait_lock": ("GPUPOC_WAIT_LOCK", "seconds to wait for another run's lock on the cluster (default 0: refuse at "
+                  "once)"),
 }
 QUEUE_MODEL_CHOICES = ("apply", "keep")
 
@@ -47,6 +52,8 @@ class RunConfig:
     run_id: str
     reports_dir: Path
     apply_queue_model: bool = True
+    run_lock: tuple[str, str] | None = None  # (namespace, name) of the run lock's Lease; None: no lock
+    wait_lock_s: float = 0.0
 
     @property
     def targets_sim(self) -> bool:
@@ -60,6 +67,25 @@ def in_cluster() -> bool:
 
 def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v.strip() for v in (value or "").split(",") if v.strip()))
+
+
+def _run_lock(value: str) -> tuple[str, str] | None:
+    if value == "off":
+        return None
+    namespace, _, name = value.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ConfigError(f"--run-lock {value!r}: give NAMESPACE/NAME of a Lease (e.g. {DEFAULT_LOCK}), or 'off'")
+    return namespace, name
+
+
+def _seconds(option: str, value: str | None) -> float:
+    try:
+        seconds = float(value or 0)
+    except ValueError:
+        raise ConfigError(f"{option} {value!r}: give a number of seconds") from None
+    if seconds < 0:
+        raise ConfigError(f"{option} {value!r}: must be 0 or more seconds")
+    return seconds
 
 
 def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> RunConfig:
@@ -84,6 +110,7 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     if queue_model not in QUEUE_MODEL_CHOICES:
         raise ConfigError(f"--queue-model {queue_model!r}: choose from {', '.join(QUEUE_MODEL_CHOICES)}")
     return RunConfig(
+        run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK), wait_lock_s=_seconds("--wait-lock", raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],
         profile=load_profile(Path(raw["profile"]) if raw["profile"] else DEFAULT_SIM_PROFILE),
         backends=backends, allow_destructive=_csv(raw["allow_destructive"]), run_id=run_id,

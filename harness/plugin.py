@@ -23,6 +23,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
 from harness.record import collect as record
 from harness.record.evidence import Evidence
+from harness.runlock import EXIT_LOCKED, LockHeld, RunLock, identity
 from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.safety import destructive_refusal
@@ -34,6 +35,7 @@ from harness.workloads import Workloads
 CONFIG_KEY = pytest.StashKey[RunConfig]()
 TARGET_KEY = pytest.StashKey[Target]()
 WATCH_KEY = pytest.StashKey[EnvironmentWatch]()
+LOCK_KEY = pytest.StashKey[RunLock]()
 DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SWEEP_TIMEOUT_S = 30.0
 
@@ -76,9 +78,23 @@ def target(pytestconfig: pytest.Config, gpupoc_config: RunConfig) -> Target:
     """The cluster under test, connected once per session (the sim is started when it is the target)."""
     if TARGET_KEY not in pytestconfig.stash:
         pytestconfig.stash[TARGET_KEY] = found = connect(gpupoc_config)
+        take_run_lock(pytestconfig, found, gpupoc_config)
         logged = sim_faults if found.kind == "sim" else None
         pytestconfig.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
     return pytestconfig.stash[TARGET_KEY]
+
+
+def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None:
+    """One run at a time on a cluster (harness.runlock); a run that finds it held stops with EXIT_LOCKED."""
+    if cfg.run_lock is None:
+        return
+    lock = RunLock(target.api, *cfg.run_lock, identity(cfg.run_id))
+    writer = config.get_terminal_writer()
+    try:
+        lock.acquire(cfg.wait_lock_s, say=lambda line: writer.line(line, yellow=True))
+    except LockHeld as exc:
+        pytest.exit(f"gpupoc: {exc}", returncode=EXIT_LOCKED)
+    config.stash[LOCK_KEY] = lock
 
 
 def environment_parts(target: Target) -> list[Part]:
@@ -302,6 +318,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         leftovers = [f"sweep of run {cfg.run_id} failed: {exc}"]
     for line in leftovers:
         session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
+    lock = session.config.stash.get(LOCK_KEY, None)
+    if lock is not None:
+        try:
+            lock.release()
+        except (client.ApiException, HarnessError, OSError) as exc:
+            session.config.get_terminal_writer().line(f"gpupoc: run lock not released ({exc}); it expires by "
+                                                      "itself", yellow=True)
     if target.started_sim:
         cluster.down(say=lambda _: None)
 
