@@ -19,6 +19,7 @@ from harness.gpu_probe import probe_node
 from harness.inventory import NodeGpus, cross_check, dcgm_gpus, format_inventory, gpu_inventory
 from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.record.compare import compare
+from harness.references import describe_missing, missing_references
 from harness.record.model import load_record
 from harness.sim import build, cluster, nodes
 from harness.sim.paths import REPO_ROOT
@@ -28,6 +29,7 @@ from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DE
                                 parse_schedulers, schedulers_from_env)
 
 EXIT_USAGE = 2
+PYTEST_USAGE_ERROR = 4
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -188,6 +190,11 @@ def run_suites(args: argparse.Namespace) -> int:
     """pytest on suites/ (K times with --repeat, each its own run id, then a comparison page)."""
     if args.repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, got {args.repeat}")
+    cfg = resolve({name: getattr(args, name) for name in OPTIONS})  # bad input ends here, before pytest starts
+    if not cfg.apply_queue_model:
+        missing = missing_references(connect(cfg).api, cfg.profile, cfg.backends)
+        if missing:
+            raise ConfigError(describe_missing(missing))
     passthrough = [a for a in args.pytest_args if a != "--"]
     options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS
                if getattr(args, name) and name != "run_id"]
@@ -197,6 +204,8 @@ def run_suites(args: argparse.Namespace) -> int:
     for run_id in run_ids:
         code = subprocess.call([sys.executable, "-m", "pytest", str(REPO_ROOT / "suites"), f"--run-id={run_id}",
                                 *options, *passthrough], cwd=REPO_ROOT)
+        if code == PYTEST_USAGE_ERROR:
+            return EXIT_USAGE  # pytest said what is wrong with its arguments
         worst = max(worst, code)
     if len(run_ids) > 1:
         reports = Path(args.reports_dir) if args.reports_dir else REPO_ROOT / "reports"

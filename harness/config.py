@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from harness.errors import ConfigError
 from harness.profile import BACKENDS, Profile, load_profile
@@ -69,12 +70,23 @@ def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v.strip() for v in (value or "").split(",") if v.strip()))
 
 
-def _run_lock(value: str) -> tuple[str, str] | None:
+def kubeconfig_contexts(path: Path) -> tuple[list[str], str | None]:
+    """The contexts of a kubeconfig and its current one; a ConfigError when it cannot be read."""
+    from kubernetes import config as kube_config  # the kubernetes client's import is slow: only when needed
+    from kubernetes.config.config_exception import ConfigException
+    try:
+        contexts, current = kube_config.list_kube_config_contexts(config_file=str(path))
+    except (ConfigException, OSError, ValueError, TypeError, AttributeError) as exc:  # not YAML of a kubeconfig
+        raise ConfigError(f"kubeconfig {path}: cannot read it as a kubeconfig ({str(exc).splitlines()[0][:200]})") from exc
+    return [c["name"] for c in contexts], (current or {}).get("name")
+
+
+def _run_lock(value: str, option: str) -> tuple[str, str] | None:
     if value == "off":
         return None
     namespace, _, name = value.partition("/")
     if not namespace or not name or "/" in name:
-        raise ConfigError(f"--run-lock {value!r}: give NAMESPACE/NAME of a Lease (e.g. {DEFAULT_LOCK}), or 'off'")
+        raise ConfigError(f"{option} {value!r}: give NAMESPACE/NAME of a Lease (e.g. {DEFAULT_LOCK}), or 'off'")
     return namespace, name
 
 
@@ -92,25 +104,36 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     """Options (None when not given) over environment variables over defaults; validated."""
     env = os.environ if environ is None else environ
     raw = {name: options.get(name) or env.get(var) or None for name, (var, _) in OPTIONS.items()}
+    given = {name: f"--{name.replace('_', '-')}" if options.get(name) else var for name, (var, _) in OPTIONS.items()}
     backends = _csv(raw["backends"]) or BACKENDS
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
-        raise ConfigError(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+        raise ConfigError(f"{given['backends']}: unknown {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
     kubeconfig = Path(raw["kubeconfig"]).expanduser() if raw["kubeconfig"] else None
     if kubeconfig is not None and not kubeconfig.is_file():
-        raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
+        raise ConfigError(f"{given['kubeconfig']} {kubeconfig}: no such file")
     if raw["context"] and kubeconfig is None and not os.environ.get("KUBECONFIG"):
         raise ConfigError("--context needs --kubeconfig (or KUBECONFIG): the sim has a single context")
     if raw["context"] and kubeconfig is None:
         kubeconfig = Path(os.environ["KUBECONFIG"]).expanduser()
+    if kubeconfig is not None:
+        names, current = kubeconfig_contexts(kubeconfig)
+        if (raw["context"] or current) not in names:
+            raise ConfigError(f"{given['context'] if raw['context'] else 'the current context'} {raw['context'] or current!r} is not in kubeconfig {kubeconfig}; its contexts: "
+                              f"{', '.join(names) or 'none'}")
+    if raw["prometheus_url"]:
+        url = urlparse(raw["prometheus_url"])
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ConfigError(f"{given['prometheus_url']} {raw['prometheus_url']!r}: give an http(s) URL, e.g. "
+                              "http://prometheus.monitoring:9090")
     run_id = raw["run_id"] or uuid.uuid4().hex[:8]
     if not run_id.replace("-", "").isalnum() or len(run_id) > 40:
-        raise ConfigError(f"--run-id {run_id!r}: letters, digits and '-' only, at most 40 characters")
+        raise ConfigError(f"{given['run_id']} {run_id!r}: letters, digits and '-' only, at most 40 characters")
     queue_model = raw["queue_model"] or "apply"
     if queue_model not in QUEUE_MODEL_CHOICES:
-        raise ConfigError(f"--queue-model {queue_model!r}: choose from {', '.join(QUEUE_MODEL_CHOICES)}")
+        raise ConfigError(f"{given['queue_model']} {queue_model!r}: choose from {', '.join(QUEUE_MODEL_CHOICES)}")
     return RunConfig(
-        run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK), wait_lock_s=_seconds("--wait-lock", raw["wait_lock"]),
+        run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK, given["run_lock"]), wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],
         profile=load_profile(Path(raw["profile"]) if raw["profile"] else DEFAULT_SIM_PROFILE),
         backends=backends, allow_destructive=_csv(raw["allow_destructive"]), run_id=run_id,

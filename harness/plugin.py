@@ -23,6 +23,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
 from harness.record import collect as record
 from harness.record.evidence import Evidence
+from harness.references import describe_missing, missing_references
 from harness.runlock import EXIT_LOCKED, LockHeld, RunLock, identity
 from harness.profile import Profile
 from harness.prometheus import Prometheus
@@ -177,6 +178,10 @@ def queue_model(target: Target, gpupoc_config: RunConfig) -> Profile:
     the cluster's own elsewhere."""
     if gpupoc_config.apply_queue_model:
         apply_queue_model_if_allowed(target, gpupoc_config.profile)
+    else:
+        missing = missing_references(target.api, gpupoc_config.profile, gpupoc_config.backends)
+        if missing:  # before any test creates anything
+            pytest.exit(f"gpupoc: {describe_missing(missing)}", returncode=2)
     return gpupoc_config.profile
 
 

@@ -8,7 +8,7 @@ import urllib3
 from kubernetes import client, config as kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from harness.config import RunConfig, in_cluster
+from harness.config import RunConfig, in_cluster, kubeconfig_contexts
 from harness.errors import ConfigError, HarnessError
 from harness.seam import ClusterSeam
 from harness.sim import cluster
@@ -32,17 +32,9 @@ class Target:
         return str(self.api.configuration.host)
 
 
-def _contexts(path: str) -> tuple[list[str], str | None]:
-    try:
-        contexts, current = kube_config.list_kube_config_contexts(config_file=path)
-    except (ConfigException, OSError) as exc:
-        raise ConfigError(f"kubeconfig {path}: cannot read it ({exc})") from exc
-    return [c["name"] for c in contexts], (current or {}).get("name")
-
-
 def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
     if cfg.kubeconfig is not None:
-        names, current = _contexts(str(cfg.kubeconfig))
+        names, current = kubeconfig_contexts(cfg.kubeconfig)
         context = cfg.context or current
         if context not in names:
             raise ConfigError(f"context {context!r} is not in kubeconfig {cfg.kubeconfig}; "

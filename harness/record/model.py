@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ConfigError
+
 SCHEMA_VERSION = 2  # 2: evidence has chart specs, series per chart, checks that were not checked
 OUTCOMES = ("PASS", "FAIL", "ERROR", "SKIP", "UNFINISHED")
 
@@ -62,12 +64,23 @@ class Record:
 
 
 def load_record(path: Path) -> Record:
-    data = json.loads(path.read_text())
-    version = data.get("schema_version")
+    """A run's record.json; a ConfigError saying what is wrong when the file is not one."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); give the record.json of a run "
+                          "(reports/RUN_ID/record.json)") from exc
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not JSON ({exc}); give the record.json of a run") from exc
+    version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
-        raise ValueError(f"{path}: record schema {version}, this gpupoc reads {SCHEMA_VERSION}")
-    results = [Result(**r) for r in data.pop("results")]
-    return Record(**data, results=results)
+        raise ConfigError(f"{path}: not a gpupoc record of schema {SCHEMA_VERSION} (schema_version: {version}); "
+                          "give the record.json of a run of this gpupoc")
+    try:
+        results = [Result(**r) for r in data.pop("results")]
+        return Record(**data, results=results)
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: a gpupoc record with missing or unknown fields ({exc})") from exc
 
 
 def validate(data: dict[str, Any]) -> list[str]:

@@ -1,0 +1,45 @@
+"""What a profile names must exist on a cluster whose queue model is its own (--queue-model keep): the tenants'
+namespaces, and each tenant's queue on every backend that is installed. Checked before any test creates anything."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from harness.profile import Profile
+
+# backend -> (apiVersion, kind, namespaced) of its queue objects
+QUEUE_KINDS = {"kueue": ("kueue.x-k8s.io/v1beta2", "LocalQueue", True),
+               "volcano": ("scheduling.volcano.sh/v1beta1", "Queue", False),
+               "kai": ("scheduling.run.ai/v2", "Queue", False)}
+
+
+def missing_references(api: client.ApiClient, profile: Profile, backends: tuple[str, ...]) -> list[str]:
+    """What the profile names that the cluster lacks, one phrase each (empty when all is there)."""
+    core, dynamic = client.CoreV1Api(api), DynamicClient(api)
+    namespaces = {ns.metadata.name for ns in core.list_namespace().items}
+    missing = [f"namespace {t.namespace} (tenant {t.name})" for t in profile.tenants if t.namespace not in namespaces]
+    for backend in backends:
+        if backend not in QUEUE_KINDS:
+            continue
+        api_version, kind, namespaced = QUEUE_KINDS[backend]
+        try:
+            resource = dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            continue  # the backend is not installed: its tests SKIP with that reason
+        for tenant in profile.tenants:
+            queue = tenant.queues.get(backend)
+            if not queue or (namespaced and tenant.namespace not in namespaces):
+                continue
+            try:
+                resource.get(name=queue, namespace=tenant.namespace if namespaced else None)
+            except NotFoundError:
+                where = f" in {tenant.namespace}" if namespaced else ""
+                missing.append(f"{backend} {kind} {queue}{where} (tenant {tenant.name})")
+    return missing
+
+
+def describe_missing(missing: list[str]) -> str:
+    return (f"the profile names what the cluster lacks: {'; '.join(missing)}; create them (or run with "
+            "--queue-model apply on the sim or kind), or fix the profile")
