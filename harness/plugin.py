@@ -23,6 +23,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
 from harness.record import collect as record
 from harness.record.evidence import Evidence
+from harness.record.redact import redact_text
 from harness.references import describe_missing, missing_references
 from harness.runlock import EXIT_LOCKED, LockHeld, RunLock, identity
 from harness.profile import Profile
@@ -80,9 +81,20 @@ def target(pytestconfig: pytest.Config, gpupoc_config: RunConfig) -> Target:
     if TARGET_KEY not in pytestconfig.stash:
         pytestconfig.stash[TARGET_KEY] = found = connect(gpupoc_config)
         take_run_lock(pytestconfig, found, gpupoc_config)
+        remember_tenant_secrets(pytestconfig, found, gpupoc_config.profile)
         logged = sim_faults if found.kind == "sim" else None
         pytestconfig.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
     return pytestconfig.stash[TARGET_KEY]
+
+
+def remember_tenant_secrets(config: pytest.Config, target: Target, profile: Profile) -> None:
+    """The values of the Secrets in the tenants' namespaces are redacted wherever they would appear."""
+    core = client.CoreV1Api(target.api)
+    for tenant in profile.tenants:
+        try:
+            record.remember_secrets(config, core, tenant.namespace)
+        except (client.ApiException, HarnessError, OSError):
+            continue  # not there yet (the queue model creates it) or not readable: nothing of it to redact
 
 
 def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None:
@@ -240,10 +252,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when == "call":
         note_outages(item, report.start)
         note_environment_faults(item, report, call)
+    if report.failed:  # what the terminal, JUnit and pytest-html show of a failure: no secret in it
+        redact_report(report, record.all_secrets(item.config, item.config.stash.get(TARGET_KEY, None)))
     outcome = record_outcome(report)
     if outcome:
         record.add_result(item.config, item, report, outcome, item.stash.get(EVIDENCE_KEY, []))
     return report
+
+
+def redact_report(report: pytest.TestReport, secrets: tuple[str, ...]) -> None:
+    report.sections = [(title, redact_text(content, secrets)) for title, content in report.sections]
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        clean = redact_text(text, secrets)
+        if clean != text:
+            report.longrepr = clean
 
 
 def note_outages(item: pytest.Item, since: float) -> None:
@@ -313,6 +336,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     watch = session.config.stash.get(WATCH_KEY, None)
     if watch is not None:
         watch.stop()
+    if target is not None:
+        remember_tenant_secrets(session.config, target, run_config(session.config).profile)
     record.finish(session, target)
     if target is None:
         return

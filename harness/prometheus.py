@@ -6,6 +6,7 @@ criteria that need Prometheus become ERROR, with this reason.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
 import time
@@ -21,7 +22,8 @@ from harness.errors import HarnessError
 from harness.seam import BACKOFF_S, DEFAULT_RETRY_BUDGET_S, Outage, RetryLog
 
 QUERY_TIMEOUT_S = 10.0
-READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
+READ_MARGIN_S = 5.0
+TOKEN_ENV = "GPUPOC_PROMETHEUS_TOKEN"  # a bearer token for a Prometheus behind auth; never printed  # the client waits a little longer than the query's own timeout on the server
 POLL_S = 1.0  # Prometheus scrapes on its own schedule: there is no event to watch for a sample
 T = TypeVar("T")
 
@@ -62,8 +64,10 @@ class Prometheus:
         self.url = url.rstrip("/")
         # the client's own retries off (the budget here is the only one); a read timeout, so a frozen Prometheus
         # is an outage, never a hang
+        token = os.environ.get(TOKEN_ENV)
         self._client = PrometheusConnect(url=self.url, disable_ssl=True, retry=Retry(total=0, raise_on_status=False),
-                                         timeout=timeout_s + READ_MARGIN_S)
+                                         timeout=timeout_s + READ_MARGIN_S,
+                                         headers={"Authorization": f"Bearer {token}"} if token else None)
         self._timeout, self._budget_s = timeout_s, budget_s
         self.log = log if log is not None else RetryLog()
 

@@ -4,6 +4,7 @@ even when the run fails or is interrupted, every file redacted."""
 from __future__ import annotations
 
 import base64
+import os
 import platform
 import subprocess
 from dataclasses import asdict
@@ -19,7 +20,7 @@ from harness.config import RunConfig
 from harness.inventory import gpu_inventory
 from harness.record.evidence import Evidence
 from harness.record.model import Record, Result
-from harness.record.redact import known_secrets, redact, redact_text
+from harness.record.redact import environment_secrets, kubeconfig_secrets, known_secrets, redact, redact_text
 from harness.record.render import sections
 from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
@@ -81,8 +82,17 @@ def remember_secrets(config: pytest.Config, core: client.CoreV1Api, namespace: s
 
 
 def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]:
+    """Every value to redact: the runner's credentials, its kubeconfig's, secret-named environment variables, and
+    the Secrets of the namespaces the run used."""
     remembered: set[str] = config.stash.get(SECRETS_KEY, set())
-    return (known_secrets(target.api) if target else ()) + tuple(remembered)
+    found = (known_secrets(target.api) if target else ()) + environment_secrets(dict(os.environ)) + tuple(remembered)
+    kubeconfig = target.seam.kubeconfig if target else None
+    if kubeconfig is not None:
+        try:
+            found += kubeconfig_secrets(kubeconfig.read_text())
+        except OSError:
+            pass
+    return tuple(sorted(set(found), key=len, reverse=True))  # the longest first: a secret containing another
 
 
 def evidence_dict(ev: Evidence) -> dict[str, Any]:

@@ -37,6 +37,11 @@ def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     return value
 
 
+SECRET_NAME = re.compile(r"(?i)(token|secret|passw|credential|api_?key|private_?key|auth)")
+KUBECONFIG_SECRET_FIELDS = ("token", "password", "client-key-data", "client-certificate-data")
+MIN_SECRET_LEN = 6
+
+
 def known_secrets(api: Any) -> tuple[str, ...]:
     """Credentials the harness itself holds for the target: they are redacted wherever they appear."""
     config = getattr(api, "configuration", None)
@@ -45,3 +50,22 @@ def known_secrets(api: Any) -> tuple[str, ...]:
         values = getattr(config, key, None) or {}
         found += [str(v).removeprefix("Bearer ").strip() for v in values.values()]
     return tuple(s for s in found if s)
+
+
+def environment_secrets(environ: dict[str, str]) -> tuple[str, ...]:
+    """Pure: values of environment variables whose names say they are secret (…TOKEN, …PASSWORD, …SECRET…)."""
+    return tuple(v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN)
+
+
+def kubeconfig_secrets(text: str) -> tuple[str, ...]:
+    """Pure: the credentials in a kubeconfig's users (tokens, passwords, client keys and certificates)."""
+    import yaml  # only when a kubeconfig is given
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return ()
+    found = []
+    for entry in data.get("users") or [] if isinstance(data, dict) else []:
+        user = (entry or {}).get("user") or {}
+        found += [str(user[f]) for f in KUBECONFIG_SECRET_FIELDS if user.get(f)]
+    return tuple(v for v in found if len(v) >= MIN_SECRET_LEN)
