@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -85,3 +86,44 @@ def test_killed_kueue_shows_not_running(second_sim: dict[str, str]) -> None:
     assert status.returncode == 1
     line = next(x for x in status.stdout.splitlines() if x.startswith("kueue"))
     assert line.split()[2:4] == ["false", "false"]
+
+
+def kill_9(components: dict[str, dict[str, object]], *names: str) -> None:
+    for name in names or tuple(components):
+        try:
+            os.kill(int(str(components[name]["pid"])), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_sim_up_after_a_crash_comes_back_without_manual_clean_up(second_sim: dict[str, str]) -> None:
+    assert gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "kueue").returncode == 0
+    state_file = Path(second_sim["GPUPOC_HOME"]) / "sim" / "state.json"
+
+    kill_9(json.loads(state_file.read_text())["components"], "kueue")  # one component dies
+    again = gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "kueue")
+    assert again.returncode == 0, again.stderr
+    assert "sim was left broken (kueue not running): stopping what is left and starting afresh" in again.stdout
+    assert gpupoc(second_sim, "sim", "status").returncode == 0
+
+    kill_9(json.loads(state_file.read_text())["components"])  # every process killed: a stale state directory
+    again = gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "kueue")
+    assert again.returncode == 0, again.stderr
+    assert gpupoc(second_sim, "sim", "status").returncode == 0
+
+
+def test_fault_commands_stop_freeze_and_start_a_component(second_sim: dict[str, str]) -> None:
+    assert gpupoc(second_sim, "sim", "up", "--nodes", "0", "--schedulers", "none").returncode == 0
+    stop = gpupoc(second_sim, "sim", "stop", "kube-scheduler")
+    assert stop.returncode == 0 and "stopped kube-scheduler" in stop.stdout, stop.stderr
+    status = gpupoc(second_sim, "sim", "status")
+    assert status.returncode == 1 and "(stopped by `gpupoc sim stop`)" in status.stdout
+    up = gpupoc(second_sim, "sim", "up", "--nodes", "0", "--schedulers", "none")
+    assert "nothing changed; stopped on purpose: kube-scheduler" in up.stdout, up.stdout + up.stderr
+    assert gpupoc(second_sim, "sim", "start", "kube-scheduler").returncode == 0
+    freeze = gpupoc(second_sim, "sim", "freeze", "kube-scheduler", "--for", "1")
+    assert freeze.returncode == 0 and "thawed kube-scheduler" in freeze.stdout, freeze.stderr
+    assert gpupoc(second_sim, "sim", "status").returncode == 0
+    state = json.loads((Path(second_sim["GPUPOC_HOME"]) / "sim" / "state.json").read_text())
+    assert [f["component"] for f in state["faults"]] == ["kube-scheduler", "kube-scheduler"]
+    assert all(f["to"] is not None for f in state["faults"])
