@@ -5,12 +5,17 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+def _pyplot() -> Any:
+    """matplotlib on first use (it costs a third of a second to import; most commands draw nothing)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
 
 def _svg(fig: Any) -> str:
+    plt = _pyplot()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(fig)
@@ -19,6 +24,7 @@ def _svg(fig: Any) -> str:
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], ylabel: str) -> str:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 2.6))
     for name, points in series.items():
         if points:
