@@ -191,7 +191,7 @@ def run_suites(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, got {args.repeat}")
     cfg = resolve({name: getattr(args, name) for name in OPTIONS})  # bad input ends here, before pytest starts
-    if not cfg.apply_queue_model:
+    if not cfg.apply_queue_model and not (cfg.targets_sim and not cluster.is_up()):  # the run would start the sim
         missing = missing_references(connect(cfg).api, cfg.profile, cfg.backends)
         if missing:
             raise ConfigError(describe_missing(missing))

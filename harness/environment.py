@@ -33,6 +33,7 @@ class Down:
     problem: str
     started: float
     ended: float | None = None  # None while still down
+    injected: bool = False      # a fault injected on purpose (the sim's log), not one that was sampled
 
     def describe(self, now: float) -> str:
         until = "still down at the end of the test" if self.ended is None else \
@@ -93,9 +94,26 @@ class EnvironmentWatch:
         while not self._stop.wait(self.sample_s):
             self.sample()
 
-    def faults(self, start: float, end: float, expected: set[str]) -> list[str]:
-        """What was down during [start, end] (wall clock), in words; sampled once more first."""
+    def faults(self, start: float, end: float, expected: set[str]) -> list[Down]:
+        """What was down during [start, end] (wall clock); sampled once more first."""
         self.sample()
         with self._lock:
             downs = without_sampled_twice(list(self.downs), self.logged() if self.logged else [])
-        return [d.describe(time.time()) for d in faults_between(downs, start, end, expected)]
+        return faults_between(downs, start, end, expected)
+
+
+def judged(downs: list[Down], own: set[str], schedulers: set[str]) -> tuple[list[Down], list[Down]]:
+    """Pure: (environment faults, the backend's own crashes) among what was down during a test of a backend.
+
+    `own`: the parts of the backend under test; `schedulers`: the parts of every backend. Infrastructure (the
+    rest: control plane, kwok, Prometheus) down is an environment fault; another backend's parts are irrelevant;
+    the backend's own parts are an environment fault when the fault was injected, and otherwise the scheduler
+    itself crashing: evidence against it, not an excuse."""
+    faults: list[Down] = []
+    crashes: list[Down] = []
+    for d in downs:
+        if d.part in own:
+            (faults if d.injected else crashes).append(d)
+        elif d.part not in schedulers:
+            faults.append(d)
+    return faults, crashes

@@ -8,6 +8,9 @@ or capability as SKIP with its reason.
 from __future__ import annotations
 
 import functools
+import signal
+import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -18,7 +21,7 @@ from harness import backends as backend_registry, criteria
 from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
-from harness.environment import Down, EnvironmentWatch, Part
+from harness.environment import Down, EnvironmentWatch, Part, judged
 from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
 from harness.record import collect as record
@@ -38,6 +41,7 @@ CONFIG_KEY = pytest.StashKey[RunConfig]()
 TARGET_KEY = pytest.StashKey[Target]()
 WATCH_KEY = pytest.StashKey[EnvironmentWatch]()
 LOCK_KEY = pytest.StashKey[RunLock]()
+SETUP_START_KEY = pytest.StashKey[float]()
 DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SWEEP_TIMEOUT_S = 30.0
 
@@ -56,8 +60,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                         help=f"{help_text} [env {env}]")
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if threading.current_thread() is threading.main_thread():
+        # a CI job's timeout sends SIGTERM: end like Ctrl-C, so the record is written, the run swept, the lock freed
+        signal.signal(signal.SIGTERM, _terminated)
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
     try:
         config.stash[CONFIG_KEY] = resolve(options)
@@ -108,6 +119,9 @@ def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None
     except LockHeld as exc:
         pytest.exit(f"gpupoc: {exc}", returncode=EXIT_LOCKED)
     config.stash[LOCK_KEY] = lock
+    if lock.owned:  # this run holds the cluster: what gpupoc objects remain belong to runs that died
+        stale = sweep(target.api, None, SWEEP_TIMEOUT_S, say=lambda _: None)
+        writer.line(f"gpupoc: swept what earlier runs left{': ' + '; '.join(stale) if stale else ''}", yellow=bool(stale))
 
 
 def environment_parts(target: Target) -> list[Part]:
@@ -119,7 +133,7 @@ def environment_parts(target: Target) -> list[Part]:
 
 
 def sim_faults() -> list[Down]:
-    return [Down(f["component"], f["problem"], f["from"], f["to"]) for f in cluster.faults_injected()]
+    return [Down(f["component"], f["problem"], f["from"], f["to"], injected=True) for f in cluster.faults_injected()]
 
 
 @pytest.fixture()
@@ -245,6 +259,8 @@ def is_harness_error(excinfo: pytest.ExceptionInfo[BaseException] | None) -> boo
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
+    if report.when == "setup":
+        item.stash[SETUP_START_KEY] = report.start  # a fault during setup counts for the test too
     if report.when == "call":
         item.stash[CALL_REPORT_KEY] = report  # lets fixture teardowns know the test failed
     if report.when == "call" and report.failed and is_harness_error(call.excinfo):
@@ -280,23 +296,38 @@ def note_outages(item: pytest.Item, since: float) -> None:
 
 
 def note_environment_faults(item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
-    """A part of the environment down during the test: noted in its evidence; a FAIL becomes an ERROR naming it
-    (the environment broke, the criterion was not judged)."""
+    """What was down during the test (from its setup on): noted in its evidence. A fault of the environment turns
+    a FAIL into an ERROR naming it (the criterion was not judged); the backend's own controller crashing by
+    itself stays a FAIL, with the crash in the evidence."""
     watch = item.config.stash.get(WATCH_KEY, None)
     if watch is None:
         return
-    faults = watch.faults(report.start, report.stop, item.stash.get(DISRUPTED_KEY, set()))
-    if not faults:
-        return
+    start = item.stash.get(SETUP_START_KEY, report.start)
+    downs = watch.faults(start, report.stop, item.stash.get(DISRUPTED_KEY, set()))
+    name = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+    own, schedulers = backend_parts(str(name) if name else None)
+    faults, crashes = judged(downs, own, schedulers) if name else (downs, [])
+    now = time.time()
     for ev in item.stash.get(EVIDENCE_KEY, []):
         for fault in faults:
-            ev.note(f"environment: {fault}")
-    if report.failed:
-        cause = "environment fault during the test: " + "; ".join(faults)
+            ev.note(f"environment: {fault.describe(now)}")
+        for crash in crashes:
+            ev.note(f"{name}'s own controller: {crash.describe(now)} (not injected: counted against it)")
+    if faults and report.failed:
+        cause = "environment fault during the test: " + "; ".join(f.describe(now) for f in faults)
         report.user_properties.append(("gpupoc_environment", cause))
         report.sections.append(("gpupoc environment", cause))
         if ("gpupoc_outcome", "ERROR") not in report.user_properties:
             report.user_properties.append(("gpupoc_outcome", "ERROR"))
+
+
+def backend_parts(name: str | None) -> tuple[set[str], set[str]]:
+    """(the sim processes of backend `name`, those of every backend)."""
+    def parts(backend: Backend) -> set[str]:
+        c = backend.controllers
+        return set(c.sim + c.needs) if c else set()
+    every = set().union(*(parts(b) for b in backend_registry.ALL.values()))
+    return (parts(backend_registry.ALL[name]) if name in backend_registry.ALL else every), every
 
 
 def record_outcome(report: pytest.TestReport) -> str | None:
@@ -342,21 +373,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if target is None:
         return
     cfg = run_config(session.config)
-    try:
-        leftovers = sweep(target.api, cfg.run_id, SWEEP_TIMEOUT_S, say=lambda _: None)
-    except (client.ApiException, OSError) as exc:
-        leftovers = [f"sweep of run {cfg.run_id} failed: {exc}"]
-    for line in leftovers:
-        session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
     lock = session.config.stash.get(LOCK_KEY, None)
-    if lock is not None:
+    try:
         try:
-            lock.release()
+            leftovers = sweep(target.api, cfg.run_id, SWEEP_TIMEOUT_S, say=lambda _: None)
         except (client.ApiException, HarnessError, OSError) as exc:
-            session.config.get_terminal_writer().line(f"gpupoc: run lock not released ({exc}); it expires by "
-                                                      "itself", yellow=True)
-    if target.started_sim:
-        cluster.down(say=lambda _: None)
+            leftovers = [f"sweep of run {cfg.run_id} failed: {exc}; `gpupoc clean --run-id {cfg.run_id}` removes it"]
+        for line in leftovers:
+            session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
+        if lock is not None and lock.lost:
+            session.config.get_terminal_writer().line(f"gpupoc: the run lock was {lock.lost} during this run: "
+                                                      "another run may have shared the cluster", red=True)
+    finally:
+        if lock is not None:
+            try:
+                lock.release()
+            except (client.ApiException, HarnessError, OSError) as exc:
+                session.config.get_terminal_writer().line(f"gpupoc: run lock not released ({exc}); it expires by "
+                                                          "itself", yellow=True)
+        if target.started_sim:
+            cluster.down(say=lambda _: None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -22,8 +22,8 @@ from harness.errors import HarnessError
 from harness.seam import BACKOFF_S, DEFAULT_RETRY_BUDGET_S, Outage, RetryLog
 
 QUERY_TIMEOUT_S = 10.0
-READ_MARGIN_S = 5.0
-TOKEN_ENV = "GPUPOC_PROMETHEUS_TOKEN"  # a bearer token for a Prometheus behind auth; never printed  # the client waits a little longer than the query's own timeout on the server
+READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
+TOKEN_ENV = "GPUPOC_PROMETHEUS_TOKEN"  # a bearer token for a Prometheus behind auth; never printed
 POLL_S = 1.0  # Prometheus scrapes on its own schedule: there is no event to watch for a sample
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ QUEUE_KINDS = {"kueue": ("kueue.x-k8s.io/v1beta2", "LocalQueue", True),
 def missing_references(api: client.ApiClient, profile: Profile, backends: tuple[str, ...]) -> list[str]:
     """What the profile names that the cluster lacks, one phrase each (empty when all is there)."""
     core, dynamic = client.CoreV1Api(api), DynamicClient(api)
-    namespaces = {ns.metadata.name for ns in core.list_namespace().items}
+    namespaces = {t.namespace for t in profile.tenants if _exists(core, t.namespace)}
     missing = [f"namespace {t.namespace} (tenant {t.name})" for t in profile.tenants if t.namespace not in namespaces]
     for backend in backends:
         if backend not in QUEUE_KINDS:
@@ -38,6 +38,16 @@ def missing_references(api: client.ApiClient, profile: Profile, backends: tuple[
                 where = f" in {tenant.namespace}" if namespaced else ""
                 missing.append(f"{backend} {kind} {queue}{where} (tenant {tenant.name})")
     return missing
+
+
+def _exists(core: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        core.read_namespace(namespace)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def describe_missing(missing: list[str]) -> str:

@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 
-LEASE_S = 30
+LEASE_S = 90  # three times the seam's default retry budget: a renewal an outage delays does not lose the lock
 RENEW_S = 10.0
 POLL_S = 2.0
 EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
@@ -65,7 +65,9 @@ class RunLock:
     name: str
     holder: str
     owned: bool = False
+    lost: str = ""  # why this run no longer holds the lock it took (another run took it over)
     _stop: threading.Event | None = None
+    _thread: threading.Thread | None = None
 
     @property
     def _coordination(self) -> client.CoordinationV1Api:
@@ -94,6 +96,10 @@ class RunLock:
         try:
             lease = self._coordination.read_namespaced_lease(self.name, self.namespace)
         except ApiException as exc:
+            if exc.status in (401, 403):
+                raise ConfigError(f"the run lock needs get/create/update/delete on Leases in namespace "
+                                  f"{self.namespace} ({exc.status} {exc.reason}): grant it, name another with "
+                                  f"--run-lock NAMESPACE/NAME, or run without one: --run-lock off") from exc
             if exc.status != 404:
                 raise
             lease = None
@@ -122,7 +128,8 @@ class RunLock:
         self.owned = True
         os.environ[HOLDER_ENV] = self.holder  # child runs of this one share the lock
         self._stop = threading.Event()
-        threading.Thread(target=self._renew, args=(self._stop,), name="gpupoc-run-lock", daemon=True).start()
+        self._thread = threading.Thread(target=self._renew, args=(self._stop,), name="gpupoc-run-lock", daemon=True)
+        self._thread.start()
         return None
 
     def _renew(self, stop: threading.Event) -> None:
@@ -130,7 +137,8 @@ class RunLock:
             try:
                 lease = self._coordination.read_namespaced_lease(self.name, self.namespace)
                 if lease.spec.holder_identity != self.holder:
-                    return  # taken over after this run stopped renewing in time; nothing to renew
+                    self.lost = f"taken over by {lease.spec.holder_identity}"  # this run renewed too late
+                    return
                 lease.spec.renew_time = _now()
                 self._coordination.replace_namespaced_lease(self.name, self.namespace, lease)
             except (ApiException, HarnessError, OSError):
@@ -142,6 +150,8 @@ class RunLock:
             return
         if self._stop is not None:
             self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)  # a renewal in flight would make the delete's precondition fail
         self.owned = False
         os.environ.pop(HOLDER_ENV, None)
         try:

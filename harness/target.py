@@ -34,11 +34,7 @@ class Target:
 
 def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
     if cfg.kubeconfig is not None:
-        names, current = kubeconfig_contexts(cfg.kubeconfig)
-        context = cfg.context or current
-        if context not in names:
-            raise ConfigError(f"context {context!r} is not in kubeconfig {cfg.kubeconfig}; "
-                              f"its contexts: {', '.join(names) or 'none'}")
+        context = cfg.context or kubeconfig_contexts(cfg.kubeconfig)[1]  # resolve() checked it is there
         try:
             api = kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
             return "kubeconfig", str(context), api, False
@@ -49,7 +45,7 @@ def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
         return "in-cluster", "in-cluster", client.ApiClient(), False
     started = not cluster.is_up()
     if started:
-        cluster.up(SimConfig())
+        cluster.up(SimConfig(), recover=False)  # never tear down a broken sim another run may be looking at
     return "sim", "gpupoc-sim", cluster.api_client(), started
 
 

@@ -84,6 +84,7 @@ class Controllers:
     sim: tuple[str, ...]
     deployments: tuple[str, ...] = ()
     why_not_elsewhere: str = ""
+    needs: tuple[str, ...] = ()  # other processes of the sim its jobs rely on (watched, not restarted)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,11 @@ class WaitHistogram:
 
 class Backend(Protocol):
     name: str
+
+    @property
+    def controllers(self) -> Controllers | None:
+        """The controllers that admit its jobs (restarted by control-plane recovery, watched during its tests)."""
+        ...
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         """None when this backend has `capability` on a target of `target_kind`, else why not."""

@@ -90,7 +90,8 @@ class KaiBackend(Capabilities):
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
-    controllers = Controllers(("kai-scheduler",), ("kai-scheduler",))
+    controllers = Controllers(("kai-scheduler",), ("kai-scheduler",),
+                              needs=("kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller"))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (CONTROLLER_RESTART, ADMITTED, FAILED, JOBS_COMPLETE, QUEUED, RUNNING, SUCCEEDED, Capabilities,
+from harness.backends.base import (CONTROLLER_RESTART, Controllers, ADMITTED, FAILED, JOBS_COMPLETE, QUEUED, RUNNING, SUCCEEDED, Capabilities,
                                    GangJob, JobStatus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -45,6 +45,7 @@ class KubeRayBackend(Capabilities):
     lacking = {CONTROLLER_RESTART: (
         "capacity cannot free while its controllers are down: a deleted RayJob keeps its cluster until the operator "
         "removes its finalizer, and that update is refused while Kueue (whose webhook validates RayJobs) is down")}
+    controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kuberay-operator", "kube-scheduler"))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "ray.io", "RayJob", self.name)

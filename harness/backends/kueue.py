@@ -52,7 +52,7 @@ class KueueBackend(Capabilities):
     preemption = PREEMPTED_WORKLOADS
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
-    controllers = Controllers(("kueue",), ("kueue-controller-manager",))
+    controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "kueue.x-k8s.io", "Workload", self.name)

@@ -38,7 +38,7 @@ class VolcanoBackend(Capabilities):
     preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
-    controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",))
+    controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",), needs=("volcano-controller-manager",))
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)

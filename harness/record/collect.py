@@ -28,6 +28,7 @@ from harness.target import Target
 
 RECORD_KEY = pytest.StashKey[Record]()
 SECRETS_KEY = pytest.StashKey[set[str]]()
+NOT_SECRET_KEYS = ("namespace", "ca.crt")  # a service-account token Secret's namespace is no secret
 PATHS_KEY = pytest.StashKey[dict[str, Path]]()
 # Deployments of the schedulers on a real cluster: name -> component
 SCHEDULER_DEPLOYMENTS = ("kueue-controller-manager", "volcano-scheduler", "volcano-controllers", "kuberay-operator",
@@ -73,12 +74,21 @@ def remember_secrets(config: pytest.Config, core: client.CoreV1Api, namespace: s
     """Values of the Secrets in a namespace the run used, decoded and encoded: redacted wherever they appear."""
     found = config.stash.setdefault(SECRETS_KEY, set())
     for secret in core.list_namespaced_secret(namespace).items:
-        for encoded in (secret.data or {}).values():
+        for key, encoded in (secret.data or {}).items():
+            if key in NOT_SECRET_KEYS:
+                continue
             found.add(encoded)
             try:
                 found.add(base64.b64decode(encoded).decode())
             except (ValueError, UnicodeDecodeError):
                 pass
+
+
+def profile_names(config: pytest.Config) -> set[str]:
+    record = config.stash.get(RECORD_KEY, None)
+    tenants = (record.profile.get("tenants") if record else None) or []
+    return {str(v) for t in tenants for v in (t.get("name"), t.get("namespace"), t.get("identity"),
+                                               *(t.get("queues") or {}).values()) if v}
 
 
 def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]:
@@ -92,7 +102,8 @@ def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]
             found += kubeconfig_secrets(kubeconfig.read_text())
         except OSError:
             pass
-    return tuple(sorted(set(found), key=len, reverse=True))  # the longest first: a secret containing another
+    names = profile_names(config)  # a tenant's namespace or queue is never redacted, whatever a Secret holds
+    return tuple(sorted(set(found) - names, key=len, reverse=True))  # the longest first: one containing another
 
 
 def evidence_dict(ev: Evidence) -> dict[str, Any]:

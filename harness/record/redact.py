@@ -37,7 +37,9 @@ def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     return value
 
 
-SECRET_NAME = re.compile(r"(?i)(token|secret|passw|credential|api_?key|private_?key|auth)")
+# names that say "secret" as a word of the name: MY_API_TOKEN, DB_PASSWORD, AWS_SECRET_ACCESS_KEY (not GIT_AUTHOR_NAME)
+SECRET_NAME = re.compile(r"(?i)(^|_)(token|secret|password|passwd|credentials?|api_?key|private_?key)(_|$)")
+MIN_ENV_SECRET_LEN = 8
 KUBECONFIG_SECRET_FIELDS = ("token", "password", "client-key-data", "client-certificate-data")
 MIN_SECRET_LEN = 6
 
@@ -54,7 +56,7 @@ def known_secrets(api: Any) -> tuple[str, ...]:
 
 def environment_secrets(environ: dict[str, str]) -> tuple[str, ...]:
     """Pure: values of environment variables whose names say they are secret (…TOKEN, …PASSWORD, …SECRET…)."""
-    return tuple(v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN)
+    return tuple(v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= MIN_ENV_SECRET_LEN)
 
 
 def kubeconfig_secrets(text: str) -> tuple[str, ...]:
@@ -68,4 +70,6 @@ def kubeconfig_secrets(text: str) -> tuple[str, ...]:
     for entry in data.get("users") or [] if isinstance(data, dict) else []:
         user = (entry or {}).get("user") or {}
         found += [str(user[f]) for f in KUBECONFIG_SECRET_FIELDS if user.get(f)]
+        provider = ((user.get("auth-provider") or {}).get("config") or {})  # OIDC and friends
+        found += [str(v) for k, v in provider.items() if k in ("id-token", "refresh-token", "client-secret") and v]
     return tuple(v for v in found if len(v) >= MIN_SECRET_LEN)

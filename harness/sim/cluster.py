@@ -48,7 +48,10 @@ def _read_state(lay: Layout) -> dict[str, Any] | None:
 
 
 def _write_state(lay: Layout, state: dict[str, Any]) -> None:
-    lay.state.write_text(json.dumps(state, indent=2))
+    """Atomically: a reader never sees a half-written state (it would think the sim is down)."""
+    tmp = lay.state.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, lay.state)
 
 
 def api_client(lay: Layout | None = None) -> client.ApiClient:
@@ -139,8 +142,9 @@ def wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) 
 CONTROL_PLANE_IN_ORDER = 2  # etcd and kube-apiserver start one after the other; the rest of the control plane together
 
 
-def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_S) -> bool:
-    """Start the sim; False (and nothing changed) when it is already up."""
+def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_S, recover: bool = True) -> bool:
+    """Start the sim; False (and nothing changed) when it is already up. A sim left broken by a crash is
+    stopped and started afresh when `recover` (`gpupoc sim up`); else (a run connecting) that is an error."""
     lay = layout()
     state_before = _read_state(lay) or {}
     alive = running_components(lay)
@@ -151,6 +155,9 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         return False
     if alive:  # a crash (kill -9, a reboot, a component that died): clear what is left, then start afresh
         dead = ", ".join(n for n, ok in alive.items() if not ok)
+        if not recover:
+            raise SimError(f"sim is partly up ({dead} not running): `gpupoc sim up` restarts it afresh, "
+                           f"`gpupoc sim start NAME` starts one component")
         say(f"sim was left broken ({dead} not running): stopping what is left and starting afresh")
         down(say=lambda _: None)
     lay.root.mkdir(parents=True, exist_ok=True)
@@ -248,13 +255,12 @@ def stop_component(name: str, say: Say = print) -> None:
     lay = layout()
     state, comp = _component(name, lay)
     procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
-    stopping_at = time.time()
+    comp["stopped_by_user"] = True  # written first: whoever looks meanwhile sees a stop on purpose, not a crash
+    state.setdefault("faults", []).append({"component": name, "problem": "stopped on purpose (`gpupoc sim stop`)",
+                                           "from": time.time(), "to": None})
+    _write_state(lay, state)
     if not procs.stop(comp["pid"], comp["binary"]):
         raise SimError(f"{name} (pid {comp['pid']}) refused to stop; kill it by hand")
-    comp["stopped_by_user"] = True
-    state.setdefault("faults", []).append({"component": name, "problem": "stopped on purpose (`gpupoc sim stop`)",
-                                           "from": stopping_at, "to": None})
-    _write_state(lay, state)
     say(f"stopped {name} (pid {comp['pid']})")
 
 
@@ -263,11 +269,9 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
     lay = layout()
     state, comp = _component(name, lay)
     if procs.is_running(comp["pid"], comp["binary"]):
-        if procs.thaw(comp["pid"], comp["binary"]):
-            _end_fault(lay, name)
-            say(f"thawed {name} (pid {comp['pid']})")
-        else:
-            say(f"{name} is already running (pid {comp['pid']})")
+        thawed = procs.thaw(comp["pid"], comp["binary"])
+        _end_fault(lay, name)
+        say(f"thawed {name} (pid {comp['pid']})" if thawed else f"{name} is already running (pid {comp['pid']})")
         return int(comp["pid"])
     if not comp.get("argv"):
         raise SimError(f"the sim was started by an older gpupoc that did not keep {name}'s arguments: "
@@ -277,8 +281,10 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
     pid = procs.start(list(component.argv), lay.log(name), env=env)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
-    wait_healthy(component, pid, lay, timeout_s)
-    _end_fault(lay, name)
+    try:
+        wait_healthy(component, pid, lay, timeout_s)
+    finally:  # healthy or not, the fault injected on purpose is over; a component that stays down is sampled
+        _end_fault(lay, name)
     say(f"started {name} (pid {pid})")
     return pid
 

@@ -37,11 +37,10 @@ def is_running(pid: int, binary: str) -> bool:
     """
     try:
         exe = os.readlink(f"/proc/{pid}/exe")
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
     exe = exe.removesuffix(" (deleted)")  # the binary was rebuilt while this process ran
-    return os.path.realpath(exe) == os.path.realpath(binary) and stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return os.path.realpath(exe) == os.path.realpath(binary) and _state(pid) not in ("Z", "")
 
 
 def _state(pid: int) -> str:

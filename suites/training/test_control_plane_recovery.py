@@ -77,9 +77,9 @@ def test_control_plane_recovery(target: Target, backend: Backend, workloads: Job
         jobs.wait_until(f"{job.name} queued", state_is(workloads, job, "queued"), profile.timeouts.apply)
 
     before = {steady.name: running_uids(steady_pods.objects, steady)}
-    restart.stop()
     stopped_at = time.time()
     try:
+        restart.stop()
         for job in fillers:
             workloads.delete(job)
         busy_pods.wait_until("the fillers' pods gone while the controllers are down",

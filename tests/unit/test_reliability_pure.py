@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.criteria.training.control_plane_recovery import Bind, admitted_twice, disturbed, first_admission_after, lost
-from harness.environment import Down, EnvironmentWatch, Part, faults_between, without_sampled_twice
+from harness.environment import Down, EnvironmentWatch, Part, faults_between, judged, without_sampled_twice
 from harness.seam import Outage, merged
 
 BINDS = [Bind("fill-0", "u1", 10.0), Bind("wait-0", "u2", 21.5), Bind("wait-1", "u3", 22.0),
@@ -51,7 +51,16 @@ def test_the_watch_keeps_each_interval_a_part_was_down() -> None:
     state["problem"] = None
     watch.sample()
     assert len(watch.downs) == 1 and watch.downs[0].ended is not None
-    assert watch.faults(0, 1e12, set())[0].startswith("kueue: not running for ")
+    assert watch.faults(0, 1e12, set())[0].describe(1e12).startswith("kueue: not running for ")
+
+
+def test_an_injected_fault_is_the_environment_and_a_crash_of_the_backend_itself_counts_against_it() -> None:
+    downs = [Down("kube-apiserver", "not running", 1, 2), Down("kueue", "stopped on purpose", 1, 2, injected=True),
+             Down("kueue", "not running", 3, 4), Down("volcano-scheduler", "not running", 1, 2)]
+    faults, crashes = judged(downs, own={"kueue", "kube-scheduler"}, schedulers={"kueue", "kube-scheduler",
+                                                                                 "volcano-scheduler"})
+    assert [(d.part, d.injected) for d in faults] == [("kube-apiserver", False), ("kueue", True)]
+    assert [(d.part, d.injected) for d in crashes] == [("kueue", False)]
 
 
 def test_overlapping_outages_seen_by_several_requests_are_one() -> None:

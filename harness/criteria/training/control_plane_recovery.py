@@ -39,20 +39,23 @@ def first_admission_after(binds: Iterable[Bind], jobs: set[str], since: float) -
     return min(times) - since if times else None
 
 
-def lost(binds: Iterable[Bind], pods_per_job: dict[str, int]) -> list[str]:
-    """Jobs with fewer distinct pods bound than they have: never (fully) admitted."""
+def _bound(binds: Iterable[Bind]) -> dict[str, set[str]]:
+    """job -> the distinct pods of it that were bound."""
     bound: dict[str, set[str]] = {}
     for b in binds:
         bound.setdefault(b.job, set()).add(b.pod_uid)
+    return bound
+
+
+def lost(binds: Iterable[Bind], pods_per_job: dict[str, int]) -> list[str]:
+    """Jobs with fewer distinct pods bound than they have: never (fully) admitted."""
+    bound = _bound(binds)
     return sorted(j for j, n in pods_per_job.items() if len(bound.get(j, ())) < n)
 
 
 def admitted_twice(binds: Iterable[Bind], pods_per_job: dict[str, int]) -> list[str]:
     """Jobs with more distinct pods bound than they have (no pod of them was failed on purpose)."""
-    bound: dict[str, set[str]] = {}
-    for b in binds:
-        bound.setdefault(b.job, set()).add(b.pod_uid)
-    return sorted(j for j, uids in bound.items() if j in pods_per_job and len(uids) > pods_per_job[j])
+    return sorted(j for j, uids in _bound(binds).items() if j in pods_per_job and len(uids) > pods_per_job[j])
 
 
 def disturbed(before: dict[str, set[str]], running_after: dict[str, set[str]]) -> list[str]:
