@@ -266,7 +266,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when == "call" and report.failed and is_harness_error(call.excinfo):
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
     if report.when == "call":
-        note_outages(item, report.start)
+        note_outages(item, report)
         note_environment_faults(item, report, call)
     if report.failed:  # what the terminal, JUnit and pytest-html show of a failure: no secret in it
         redact_report(report, record.all_secrets(item.config, item.config.stash.get(TARGET_KEY, None)))
@@ -285,14 +285,26 @@ def redact_report(report: pytest.TestReport, secrets: tuple[str, ...]) -> None:
             report.longrepr = clean
 
 
-def note_outages(item: pytest.Item, since: float) -> None:
-    """API outages during the test, bridged by the seam's retries or not, go into its evidence."""
+def note_outages(item: pytest.Item, report: pytest.TestReport) -> None:
+    """API and Prometheus outages during the test, bridged by the retries or not, go into its evidence; a FAIL
+    measured through one is an ERROR naming it (a bridged outage still delayed what was timed)."""
     target = item.config.stash.get(TARGET_KEY, None)
     if target is None:
         return
-    for outage in target.seam.outages_since(since):
+    outages = target.seam.outages_since(item.stash.get(SETUP_START_KEY, report.start))
+    for outage in outages:
         for ev in item.stash.get(EVIDENCE_KEY, []):
             ev.note(outage.describe())
+    if outages and report.failed:
+        mark_environment_fault(report, "; ".join(o.describe() for o in outages))
+
+
+def mark_environment_fault(report: pytest.TestReport, what: str) -> None:
+    cause = f"environment fault during the test: {what}"
+    report.user_properties.append(("gpupoc_environment", cause))
+    report.sections.append(("gpupoc environment", cause))
+    if ("gpupoc_outcome", "ERROR") not in report.user_properties:
+        report.user_properties.append(("gpupoc_outcome", "ERROR"))
 
 
 def note_environment_faults(item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
@@ -314,11 +326,7 @@ def note_environment_faults(item: pytest.Item, report: pytest.TestReport, call: 
         for crash in crashes:
             ev.note(f"{name}'s own controller: {crash.describe(now)} (not injected: counted against it)")
     if faults and report.failed:
-        cause = "environment fault during the test: " + "; ".join(f.describe(now) for f in faults)
-        report.user_properties.append(("gpupoc_environment", cause))
-        report.sections.append(("gpupoc environment", cause))
-        if ("gpupoc_outcome", "ERROR") not in report.user_properties:
-            report.user_properties.append(("gpupoc_outcome", "ERROR"))
+        mark_environment_fault(report, "; ".join(f.describe(now) for f in faults))
 
 
 def backend_parts(name: str | None) -> tuple[set[str], set[str]]:

@@ -127,9 +127,9 @@ def add_result(config: pytest.Config, item: pytest.Item, report: pytest.TestRepo
     criterion = evidence[0].criterion if evidence else criterion_of(item)
     params = getattr(getattr(item, "callspec", None), "params", {})
     message = "" if outcome == "PASS" else _message(report)
-    cause = dict(report.user_properties).get("gpupoc_environment")
-    if cause:
-        message = f"{cause}\n{message}"
+    causes = [str(v) for k, v in report.user_properties if k == "gpupoc_environment"]
+    if causes:
+        message = "\n".join([*causes, message])
     record.results.append(Result(item.nodeid, criterion, str(params.get("backend", "-")), outcome, message,
                                  round(report.duration, 3), [evidence_dict(e) for e in evidence]))
 
