@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 from harness.criteria.training.control_plane_recovery import Bind, admitted_twice, disturbed, first_admission_after, lost
 from harness.environment import Down, EnvironmentWatch, Part, faults_between, judged, without_sampled_twice
+from harness.record.redact import environment_secrets, kubeconfig_secrets
+from harness.runlock import expired
 from harness.seam import Outage, merged
 
 BINDS = [Bind("fill-0", "u1", 10.0), Bind("wait-0", "u2", 21.5), Bind("wait-1", "u3", 22.0),
@@ -68,3 +72,20 @@ def test_overlapping_outages_seen_by_several_requests_are_one() -> None:
                     Outage(40, 41, 1, "refused"), Outage(10, 11, 1, "refused", what="Prometheus")])
     assert [(o.what, o.started, o.ended, o.bridged) for o in found] == [
         ("API server", 10, 25, False), ("API server", 40, 41, True), ("Prometheus", 10, 11, True)]
+
+
+def test_a_lease_not_renewed_within_its_duration_is_free() -> None:
+    now = datetime(2026, 12, 1, 10, 0, 0, tzinfo=timezone.utc)
+    assert not expired(now - timedelta(seconds=20), 30, now)
+    assert expired(now - timedelta(seconds=31), 30, now)
+    assert expired(None, 30, now)
+
+
+def test_secret_named_variables_and_kubeconfig_credentials_are_found_and_nothing_else() -> None:
+    env = {"MY_API_TOKEN": "abcdefgh12", "DB_PASSWORD": "hunter2hunter2", "GIT_AUTHOR_NAME": "Someone Long",
+           "XAUTHORITY": "/home/x/.Xauthority", "SHORT_TOKEN": "abc", "PATH": "/usr/bin:/bin"}
+    assert sorted(environment_secrets(env)) == ["abcdefgh12", "hunter2hunter2"]
+    kubeconfig = ("users:\n- name: a\n  user:\n    token: tok-123456\n    client-key-data: a2V5LWRhdGE=\n"
+                  "- name: b\n  user:\n    auth-provider:\n      config:\n        id-token: idt-987654\n")
+    assert sorted(kubeconfig_secrets(kubeconfig)) == ["a2V5LWRhdGE=", "idt-987654", "tok-123456"]
+    assert kubeconfig_secrets("not: [yaml") == ()
