@@ -20,6 +20,7 @@ from harness.inventory import NodeGpus, cross_check, dcgm_gpus, format_inventory
 from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.record.compare import compare
 from harness.references import describe_missing, missing_references
+from harness.runlock import live_holder
 from harness.record.model import load_record
 from harness.sim import build, cluster, nodes
 from harness.sim.paths import REPO_ROOT
@@ -229,6 +230,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "clean":
         target = _connect(args)
+        cfg = resolve({n: getattr(args, n) for n in OPTIONS})
+        holder = live_holder(target.api, *cfg.run_lock) if cfg.run_lock and not args.run_id else None
+        if holder:
+            raise HarnessError(f"a run holds this cluster ({holder}): cleaning every run would delete its objects; "
+                               "give --run-id of a run that is over, or wait for it")
         leftovers = cleanup.sweep(target.api, args.run_id, target_timeout(args))
         for line in leftovers:
             print(f"left behind: {line}")

@@ -54,6 +54,21 @@ def describe(lease: client.V1Lease, now: datetime) -> str:
     return f"{spec.holder_identity or 'an unnamed holder'}, since {since}{renewed}"
 
 
+def live_holder(api: client.ApiClient, namespace: str, name: str) -> str | None:
+    """Who holds the run lock now (None when nobody does, or the holder stopped renewing)."""
+    try:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    now = _now()
+    if lease.spec.holder_identity == os.environ.get(HOLDER_ENV) or expired(
+            lease.spec.renew_time, lease.spec.lease_duration_seconds, now):
+        return None
+    return describe(lease, now)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 

@@ -80,6 +80,10 @@ def test_a_second_run_refuses_naming_the_holder_or_waits_and_the_lock_goes_with_
     assert "another gpupoc run holds this cluster" in second.stdout and "run first by " in second.stdout
     assert "--wait-lock SECONDS" in second.stdout
     assert not (tmp_path / "holding-second").exists()
+    clean = subprocess.run([sys.executable, "-m", "harness.cli", "clean", f"--run-lock=default/{lock_name}"],
+                           capture_output=True, text=True, timeout=120,
+                           env={k: v for k, v in os.environ.items() if k != HOLDER_ENV})
+    assert clean.returncode == 1 and "a run holds this cluster (run first by " in clean.stderr, clean.stderr
 
     third = start(tmp_path, "third", lock_name, "--wait-lock=60")
     time.sleep(1)
