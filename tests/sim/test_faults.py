@@ -73,6 +73,11 @@ def test_fault(seconds, backend, workloads, queue_model, evidence, prometheus):
         fault.join(120)  # the environment is back before the next case
 
 
+def test_the_session_goes_on_once_the_environment_is_back(api):
+    from kubernetes import client
+    assert client.CoreV1Api(api).list_namespace().items
+
+
 def during_the_fault(ev, workloads, pods, tenant, queue_model, prometheus, seconds):
     if COMPONENT == "prometheus":
         prometheus.instant("up")  # a query during the outage: retried within the budget, or an ERROR
@@ -115,7 +120,7 @@ def run_fault(tmp_path: Path, component: str, backend: str, how: str, bridged_s:
                            "no:cacheprovider", "test_fault.py", f"--profile={inner_profile(tmp_path)}",
                            f"--run-id={run_id}", f"--reports-dir={tmp_path}", "--queue-model=keep"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    results = {("bridged" if "bridged" in r.nodeid else "beyond"): r
+    results = {next((k for k in ("bridged", "beyond") if k in r.nodeid), "after"): r
                for r in load_record(tmp_path / run_id / "record.json").results}
     return results, proc.stdout + proc.stderr, run_id
 
@@ -133,6 +138,7 @@ def test_a_fault_bridged_passes_with_the_outage_noted_and_beyond_the_budget_is_a
     disrupts(component)
     results, out, run_id = run_fault(tmp_path, component, backend, how, bridged_s, beyond_s)
     bridged, beyond = results["bridged"], results["beyond"]
+    assert results["after"].outcome == "PASS", out[-3000:]
 
     assert bridged.outcome == "PASS", out[-3000:]
     assert any("; bridged by the retry budget" in n or f"{component}: stopped on purpose" in n
