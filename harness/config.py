@@ -77,7 +77,8 @@ def kubeconfig_contexts(path: Path) -> tuple[list[str], str | None]:
     try:
         contexts, current = kube_config.list_kube_config_contexts(config_file=str(path))
     except (ConfigException, OSError, ValueError, TypeError, AttributeError) as exc:  # not YAML of a kubeconfig
-        raise ConfigError(f"kubeconfig {path}: cannot read it as a kubeconfig ({str(exc).splitlines()[0][:200]})") from exc
+        why = str(exc).splitlines()[0][:200]
+        raise ConfigError(f"kubeconfig {path}: cannot read it as a kubeconfig ({why})") from exc
     return [c["name"] for c in contexts], (current or {}).get("name")
 
 
@@ -119,7 +120,8 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     if kubeconfig is not None:
         names, current = kubeconfig_contexts(kubeconfig)
         if (raw["context"] or current) not in names:
-            raise ConfigError(f"{given['context'] if raw['context'] else 'the current context'} {raw['context'] or current!r} is not in kubeconfig {kubeconfig}; its contexts: "
+            which = given["context"] if raw["context"] else "the current context"
+            raise ConfigError(f"{which} {raw['context'] or current!r} is not in kubeconfig {kubeconfig}; its contexts: "
                               f"{', '.join(names) or 'none'}")
     if raw["prometheus_url"]:
         url = urlparse(raw["prometheus_url"])
@@ -133,7 +135,8 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     if queue_model not in QUEUE_MODEL_CHOICES:
         raise ConfigError(f"{given['queue_model']} {queue_model!r}: choose from {', '.join(QUEUE_MODEL_CHOICES)}")
     return RunConfig(
-        run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK, given["run_lock"]), wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
+        run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK, given["run_lock"]),
+        wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],
         profile=load_profile(Path(raw["profile"]) if raw["profile"] else DEFAULT_SIM_PROFILE),
         backends=backends, allow_destructive=_csv(raw["allow_destructive"]), run_id=run_id,

@@ -52,6 +52,10 @@ class JobSystem(Protocol):
     def tracked_name(self, job: GangJob) -> str:
         ...
 
+    def job_name(self, base: str) -> str:
+        """A name for a job of this test: `base` with a tag of the run and the test (never reused)."""
+        ...
+
     def fail_member(self, member: dict[str, Any]) -> str:
         """Make a running member fail (a destructive step: the caller has asked for permission); say how."""
         ...

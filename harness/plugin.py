@@ -121,7 +121,8 @@ def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None
     config.stash[LOCK_KEY] = lock
     if lock.owned:  # this run holds the cluster: what gpupoc objects remain belong to runs that died
         stale = sweep(target.api, None, SWEEP_TIMEOUT_S, say=lambda _: None)
-        writer.line(f"gpupoc: swept what earlier runs left{': ' + '; '.join(stale) if stale else ''}", yellow=bool(stale))
+        if stale:
+            writer.line(f"gpupoc: what earlier runs left is still there: {'; '.join(stale)}", yellow=True)
 
 
 def environment_parts(target: Target) -> list[Part]:

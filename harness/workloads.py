@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,9 @@ def pod_state(pod: dict[str, Any]) -> str:
     return str(phase).lower()
 
 
+NAME_TAG_LEN = 5
+
+
 @dataclass
 class Workloads:
     api: client.ApiClient
@@ -62,6 +66,11 @@ class Workloads:
     @property
     def selector(self) -> str:
         return f"{RUN_LABEL}={self.run_id},{TEST_LABEL}={label_value_for_test(self.test)}"
+
+    def job_name(self, base: str) -> str:
+        """`base` and a tag of this run and test: a name is never reused across tests and runs (Volcano's job
+        controller can keep a deleted job in its cache and wedge a new one of the same name)."""
+        return f"{base}-{hashlib.sha256(f'{self.run_id}/{self.test}'.encode()).hexdigest()[:NAME_TAG_LEN]}"
 
     def jobs(self, namespace: str) -> Tracker:
         """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""

@@ -21,7 +21,7 @@ from harness.criteria.training.control_plane_recovery import (CRITERION, Bind, a
                                                              first_admission_after, lost)
 from harness.errors import WaitTimeout
 from harness.jobs import JobSystem
-from harness.profile import Profile
+from harness.profile import Profile, Tenant
 from harness.record.evidence import Evidence
 from harness.restart import controller_restart
 from harness.target import Target
@@ -42,9 +42,12 @@ def test_control_plane_recovery(target: Target, backend: Backend, workloads: Job
     profile, ev = queue_model, evidence(CRITERION.id)
     steady_tenant, busy = profile.tenants[-1], profile.tenants[0]
     per_node, nodes = profile.gpu.per_node, gpu_nodes(workloads, profile)
-    steady = GangJob("cpr-steady", steady_tenant, 1, per_node, run_for_s=LONG_RUN_S)
-    fillers = [GangJob(f"cpr-fill-{i}", busy, 1, per_node, run_for_s=LONG_RUN_S) for i in range(nodes - 1)]
-    waiting = [GangJob(f"cpr-wait-{i}", busy, 1, per_node, run_for_s=LONG_RUN_S) for i in range(nodes - 1)]
+    def whole_node(name: str, tenant: Tenant) -> GangJob:
+        return GangJob(workloads.job_name(name), tenant, 1, per_node, run_for_s=LONG_RUN_S)
+
+    steady = whole_node("cpr-steady", steady_tenant)
+    fillers = [whole_node(f"cpr-fill-{i}", busy) for i in range(nodes - 1)]
+    waiting = [whole_node(f"cpr-wait-{i}", busy) for i in range(nodes - 1)]
     restart = controller_restart(target, backend, profile.timeouts.run)
     for part in restart.names:
         disrupts(part)

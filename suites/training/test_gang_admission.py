@@ -24,8 +24,8 @@ def test_gang_admission(backend: Backend, workloads: JobSystem, queue_model: Pro
     profile, ev = queue_model, evidence(CRITERION.id)
     lender, owner = profile.tenants[-1], profile.tenants[0]
     per_node, nodes = profile.gpu.per_node, gpu_nodes(workloads, profile)
-    filler = GangJob("gang-filler", lender, pods=1, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
-    gang = GangJob("gang", owner, pods=nodes, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
+    filler = GangJob(workloads.job_name("gang-filler"), lender, pods=1, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
+    gang = GangJob(workloads.job_name("gang"), owner, pods=nodes, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
     ev.note(f"{nodes} nodes x {per_node} GPUs; a filler of {per_node} GPUs leaves {(nodes - 1) * per_node} free; "
             f"the gang needs {gang.gpus} ({gang.pods} pods x {per_node}).")
     started = time.time()

@@ -32,9 +32,9 @@ def counter(prometheus: Prometheus, promql: str) -> float:
 def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profile: Profile,
                    prometheus: Prometheus, ev: Evidence, high_class: str = HIGH) -> None:
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
-    fillers = [GangJob(f"low-{i}", tenant, 1, per_node, priority_class=LOW, run_for_s=LONG_RUN_S,
+    fillers = [GangJob(workloads.job_name(f"low-{i}"), tenant, 1, per_node, priority_class=LOW, run_for_s=LONG_RUN_S,
                        max_retries=6) for i in range(gpu_nodes(workloads, profile))]
-    urgent = GangJob("urgent", tenant, 1, per_node, priority_class=high_class, run_for_s=LONG_RUN_S)
+    urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, priority_class=high_class, run_for_s=LONG_RUN_S)
     counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.kind)
     preemption = backend.preemption_counter()
     before = counter(prometheus, preemption.promql) if preemption and not counter_lacking else 0.0

@@ -41,7 +41,8 @@ def run_fairness(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     names = [t.name for t in profile.tenants]
     count = {t.name: (OVERSUBSCRIPTION if t is early else LATE_OVERSUBSCRIPTION) * capacity // size
              for t in profile.tenants}
-    jobs = {t.name: [GangJob(f"fair-{t.name}-{i}", t, 1, size, run_for_s=JOB_RUN_S) for i in range(count[t.name])]
+    jobs = {t.name: [GangJob(workloads.job_name(f"fair-{t.name}-{i}"), t, 1, size, run_for_s=JOB_RUN_S)
+                     for i in range(count[t.name])]
             for t in profile.tenants}
     ev.note(f"{early.name} queues {count[early.name]} jobs of {size} GPUs ({JOB_RUN_S:g}s each) against {capacity} "
             f"GPUs; once they fill the cluster, " + ", ".join(f"{t.name} arrives with {count[t.name]}" for t in late)

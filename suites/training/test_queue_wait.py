@@ -53,7 +53,8 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
                 scraped_after(prometheus, histogram, time.time(), profile.timeouts.metric, required=False))
     per_node = profile.gpu.per_node
     per_queue = WAVES * gpu_nodes(workloads, profile) // len(profile.tenants)
-    jobs = {t.name: [GangJob(f"wait-{t.name}-{i}", t, 1, per_node, run_for_s=JOB_RUN_S) for i in range(per_queue)]
+    jobs = {t.name: [GangJob(workloads.job_name(f"wait-{t.name}-{i}"), t, 1, per_node, run_for_s=JOB_RUN_S)
+                     for i in range(per_queue)]
             for t in profile.tenants}
     started = time.time()
     for i in range(per_queue):
