@@ -7,6 +7,7 @@ criteria that need Prometheus become ERROR, with this reason.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 import time
@@ -23,6 +24,7 @@ from harness.seam import BACKOFF_S, DEFAULT_RETRY_BUDGET_S, Outage, RetryLog
 
 QUERY_TIMEOUT_S = 10.0
 READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
+_HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3})")  # how prometheus-api-client words a refusal
 TOKEN_ENV = "GPUPOC_PROMETHEUS_TOKEN"  # a bearer token for a Prometheus behind auth; never printed
 POLL_S = 1.0  # Prometheus scrapes on its own schedule: there is no event to watch for a sample
 T = TypeVar("T")
@@ -43,6 +45,17 @@ def histogram_quantile_query(q: float, metric: str, by: tuple[str, ...] = (), wi
     """PromQL for the q-quantile of a histogram's increase over `window`, per `by` labels."""
     group = ", ".join(("le", *by))
     return f"histogram_quantile({q}, sum by ({group}) (increase({metric}_bucket[{window}])))"
+
+
+def transient(exc: BaseException) -> str | None:
+    """Pure: why a failed query is worth retrying: no connection, a timeout, or a Prometheus not ready yet
+    (502/503/504, 429: it answers HTTP before its storage is ready); None when retrying will not help."""
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+        return type(exc).__name__
+    status = _HTTP_STATUS.search(str(exc))
+    if status and int(status.group(1)) in (429, 502, 503, 504):
+        return f"HTTP {status.group(1)}"
+    return None
 
 
 def poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float = POLL_S) -> T:
@@ -77,17 +90,23 @@ class Prometheus:
         while True:
             try:
                 answer = call(promql, params={"timeout": f"{self._timeout:g}s"}, **kwargs)
-            except (requests.ConnectionError, requests.Timeout) as exc:
+            except (requests.ConnectionError, requests.Timeout, PrometheusApiClientException) as exc:
+                cause = transient(exc)
+                if cause is None:
+                    raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {exc}") from exc
                 waited = time.monotonic() - started
+                if not self._budget_s:  # asked once (the reachability check): no retry to report
+                    raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {cause}; "
+                                                "check that Prometheus is running and the URL") from exc
                 if waited >= self._budget_s:
-                    self._note(started, retries, type(exc).__name__, bridged=False)
+                    self._note(started, retries, cause, bridged=False)
                     raise PrometheusUnavailable(
                         f"Prometheus at {self.url} unreachable for {waited:.0f}s (retry budget {self._budget_s:.0f}s,"
-                        f" {retries} retries): {type(exc).__name__}; check that Prometheus is running") from exc
+                        f" {retries} retries): {cause}; check that Prometheus is running") from exc
                 time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
                 retries += 1
                 continue
-            except (PrometheusApiClientException, requests.RequestException, ValueError) as exc:
+            except (requests.RequestException, ValueError) as exc:
                 raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {exc}") from exc
             if retries:
                 self._note(started, retries, "connection refused or timed out", bridged=True)

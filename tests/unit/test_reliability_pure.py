@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import requests
+from prometheus_api_client.exceptions import PrometheusApiClientException
+
 from harness.criteria.training.control_plane_recovery import Bind, admitted_twice, disturbed, first_admission_after, lost
 from harness.environment import Down, EnvironmentWatch, Part, faults_between, judged, without_sampled_twice
+from harness.prometheus import transient
 from harness.record.redact import environment_secrets, kubeconfig_secrets
 from harness.runlock import expired
 from harness.seam import Outage, merged
@@ -89,3 +93,9 @@ def test_secret_named_variables_and_kubeconfig_credentials_are_found_and_nothing
                   "- name: b\n  user:\n    auth-provider:\n      config:\n        id-token: idt-987654\n")
     assert sorted(kubeconfig_secrets(kubeconfig)) == ["a2V5LWRhdGE=", "idt-987654", "tok-123456"]
     assert kubeconfig_secrets("not: [yaml") == ()
+
+
+def test_a_prometheus_not_ready_yet_is_retried_and_a_bad_query_is_not() -> None:
+    assert transient(PrometheusApiClientException("HTTP Status Code 503 (b'Service Unavailable')")) == "HTTP 503"
+    assert transient(requests.ConnectionError()) == "ConnectionError"
+    assert transient(PrometheusApiClientException("HTTP Status Code 400 (b'bad_data')")) is None
