@@ -77,12 +77,6 @@ def running_components(lay: Layout, include_stopped: bool = True) -> dict[str, b
             if include_stopped or not c.get("stopped_by_user")}
 
 
-def component_pid(name: str, lay: Layout | None = None) -> int | None:
-    """The pid of a running component of the sim (for tests that freeze it), or None."""
-    comp = ((_read_state(lay or layout()) or {}).get("components") or {}).get(name)
-    return int(comp["pid"]) if comp and procs.is_running(comp["pid"], comp["binary"]) else None
-
-
 def component_running(name: str, lay: Layout | None = None) -> bool:
     return bool(running_components(lay or layout()).get(name))
 
