@@ -27,7 +27,9 @@ from harness.sim.paths import REPO_ROOT
 # The inner profile's read timeout and retry budget; its admission timeout leaves time for the controllers' own
 # reconnection backoff (client-go's reflectors retry up to 30 s apart) after a restart of the API server or etcd.
 REQUEST_S, BUDGET_S, ADMIT_S = 3, 15, 45
-BRIDGED_S, BEYOND_S = BUDGET_S - 7, BUDGET_S + 4  # beyond: the request fails while the component is still down
+# beyond: past the budget plus the last attempt's read timeout and backoff (the seam checks the budget after a
+# failed attempt, so a request may outlast it by one attempt), so the request fails while the component is down
+BRIDGED_S, BEYOND_S = BUDGET_S - 7, BUDGET_S + 8
 INNER = '''
 import threading
 import time
