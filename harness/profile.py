@@ -35,6 +35,12 @@ class Tenant:
     quota_gpus: int
     queues: dict[str, str]
     context: str | None = None  # the tenant's own kubeconfig context; else the runner impersonates `identity`
+    limit_gpus: int | None = None  # the most GPUs it may hold, borrowing included (None: no cap)
+
+    @property
+    def borrowing_gpus(self) -> int | None:
+        """How many GPUs beyond its quota it may borrow (None: no cap)."""
+        return None if self.limit_gpus is None else self.limit_gpus - self.quota_gpus
 
 
 @dataclass(frozen=True)
@@ -112,17 +118,21 @@ class _Fields:
 
 def _tenant(item: Any, index: int, source: str) -> Tenant:
     f = _Fields(item, f"tenants[{index}]", source)
-    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "queues", "context"))
+    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "limit_gpus", "queues", "context"))
     weight = f.get("weight", (int, float))
     if weight <= 0:
         raise f.fail("weight", f"must be greater than 0, got {weight}")
     quota = f.get("quota_gpus", int, 0)
     if quota < 0:
         raise f.fail("quota_gpus", f"must be 0 or more, got {quota}")
+    limit = f.get("limit_gpus", int, None)
+    if limit is not None and limit < quota:
+        raise f.fail("limit_gpus", f"must be at least quota_gpus ({quota}): it is the most the tenant may hold, "
+                     f"borrowing included; got {limit}")
     queues = f.child("queues") if "queues" in f.data else _Fields({}, f._where("queues"), source)
     queues.only(BACKENDS)
     return Tenant(name=f.get("name", str), namespace=f.get("namespace", str), identity=f.get("identity", str),
-                  weight=float(weight), quota_gpus=quota,
+                  weight=float(weight), quota_gpus=quota, limit_gpus=limit,
                   queues={k: queues.get(k, str) for k in queues.data}, context=f.get("context", str, None))
 
 

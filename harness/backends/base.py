@@ -73,7 +73,8 @@ JOBS_COMPLETE = "jobs complete"              # a job runs to completion on this 
 PREEMPTION_COUNTER = "preemption counter"    # the scheduler counts preemptions in Prometheus
 WAIT_HISTOGRAM = "wait histogram"            # the scheduler exports a submission-to-admission histogram
 CONTROLLER_RESTART = "controller restart"    # the harness can stop and start the controllers that admit jobs
-CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART)
+QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU quota and a limit, lent and reclaimed
+CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,23 @@ class WaitHistogram:
     queue_label: str = ""
 
 
+@dataclass(frozen=True)
+class QueueUsage:
+    """Where a scheduler says how many GPUs a tenant's queue holds: the queue object in its API, and its metric
+    (PromQL with {queue} and {resource}; '' when it exports none, with the reason in `no_metric`)."""
+
+    api_version: str
+    kind: str
+    held: Callable[[dict[str, Any], str], float]  # (queue object, GPU resource) -> GPUs its jobs hold
+    promql: str = ""
+    no_metric: str = ""
+
+
+def allocated_gpus(queue: dict[str, Any], resource: str) -> float:
+    """Volcano's and KAI's Queue status: `allocated` per resource."""
+    return float(((queue.get("status") or {}).get("allocated") or {}).get(resource, 0) or 0)
+
+
 class Backend(Protocol):
     name: str
 
@@ -140,6 +158,11 @@ class Backend(Protocol):
         """None when the backend can be used on this cluster, else why not (the SKIP reason)."""
         ...
 
+    @property
+    def queue_usage(self) -> QueueUsage | None:
+        """Where it says what a tenant's queue holds (None: it has no queues with quota)."""
+        ...
+
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         """The objects to apply for `job`, in the tenant's namespace."""
         ...
@@ -164,6 +187,7 @@ class Capabilities:
     wait: WaitHistogram | None = None
     owned: OwnedKind | None = None
     controllers: Controllers | None = None
+    queue_usage: QueueUsage | None = None
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         if capability not in CAPABILITIES:
@@ -176,6 +200,8 @@ class Capabilities:
             return f"{self.name}: no preemption counter exported"
         if capability == WAIT_HISTOGRAM and self.wait is None:
             return f"{self.name}: no submission-to-admission histogram exported"
+        if capability == QUEUE_QUOTA and self.queue_usage is None:
+            return f"{self.name}: no queues with a GPU quota and limit"
         if capability == CONTROLLER_RESTART and (self.controllers is None or (
                 target_kind != "sim" and not self.controllers.deployments)):
             why = self.controllers.why_not_elsewhere if self.controllers else "no controller known to restart"

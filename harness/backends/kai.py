@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (Controllers, ADMITTED, FAILED, QUEUED, RETRY_POLICY, RUNNING, SUCCEEDED, Capabilities,
-                                   GangJob, JobStatus, PreemptionCounter, created_at,
+                                   GangJob, JobStatus, PreemptionCounter, QueueUsage, allocated_gpus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -90,6 +90,8 @@ class KaiBackend(Capabilities):
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
+    queue_usage = QueueUsage("scheduling.run.ai/v2", "Queue", allocated_gpus,
+                             'sum(kai_queue_allocated_gpus{{queue_name="{queue}"}})')
     controllers = Controllers(("kai-scheduler",), ("kai-scheduler",),
                               needs=("kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller"))
 

@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
-                                   JobStatus, OwnedKind, PreemptionCounter, WaitHistogram,
+                                   JobStatus, OwnedKind, PreemptionCounter, QueueUsage, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
@@ -37,6 +37,12 @@ def workload_status(obj: dict[str, Any]) -> JobStatus:
     return JobStatus(QUEUED, reserved.get("message", ""), submitted)
 
 
+def cluster_queue_gpus(queue: dict[str, Any], resource: str) -> float:
+    """GPUs the ClusterQueue's admitted workloads use (status.flavorsUsage, every flavor)."""
+    return sum(float(r.get("total", 0) or 0) for f in (queue.get("status") or {}).get("flavorsUsage") or []
+               for r in f.get("resources") or [] if r.get("name") == resource)
+
+
 def owner_name(obj: dict[str, Any]) -> str | None:
     owners = (obj.get("metadata") or {}).get("ownerReferences") or []
     return owners[0]["name"] if owners else None
@@ -53,6 +59,8 @@ class KueueBackend(Capabilities):
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
+    queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
+                             'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "kueue.x-k8s.io", "Workload", self.name)

@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (Controllers, FAILED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob, JobStatus,
-                                   PreemptionCounter, WaitHistogram, created_at,
+                                   PreemptionCounter, QueueUsage, WaitHistogram, allocated_gpus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -39,6 +39,10 @@ class VolcanoBackend(Capabilities):
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
     controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",), needs=("volcano-controller-manager",))
+    # Volcano 1.14's proportion plugin exports a queue's requested and deserved scalar resources, not what it holds
+    queue_usage = QueueUsage("scheduling.volcano.sh/v1beta1", "Queue", allocated_gpus,
+                             no_metric="volcano-scheduler exports no GPUs allocated per queue here "
+                             "(volcano_queue_allocated_scalar_resources absent; only request and deserved)")
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)

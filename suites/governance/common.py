@@ -1,0 +1,83 @@
+"""Shared steps of the governance suite: which tenant borrows, GPUs held, why a job is held."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from harness.backends import GangJob
+from harness.criteria.training.queue_fairness import Interval
+from harness.errors import WaitTimeout
+from harness.jobs import JobSystem
+from harness.profile import Profile, Tenant
+from suites.training.common import belongs, first_seen, running_intervals, state_is
+
+STARTED = ("admitted", "running", "succeeded")
+
+
+def borrower_and_lender(profile: Profile) -> tuple[Tenant, Tenant]:
+    """The tenant with a limit above its quota and the smallest quota (the borrower), and the one with the most
+    quota (the lender); SKIP when the profile gives no tenant room to borrow."""
+    borrowers = sorted((t for t in profile.tenants if t.borrowing_gpus), key=lambda t: t.quota_gpus)
+    if not borrowers or len(profile.tenants) < 2:
+        pytest.skip("the profile gives no tenant a limit_gpus above its quota_gpus, or has one tenant only")
+    borrower = borrowers[0]
+    lender = max((t for t in profile.tenants if t is not borrower), key=lambda t: t.quota_gpus)
+    return borrower, lender
+
+
+def job_size(profile: Profile, tenant: Tenant) -> int:
+    """A job size that divides the tenant's quota and limit (so 'within' and 'beyond' are whole jobs)."""
+    for size in sorted(set(profile.gpu.job_sizes.values()), reverse=True):
+        if tenant.quota_gpus % size == 0 and (tenant.limit_gpus or 0) % size == 0 and size <= tenant.quota_gpus:
+            return size
+    return 1
+
+
+def submit_and_wait_running(workloads: JobSystem, jobs: list[GangJob], what: str, timeout_s: float) -> float:
+    """Submit `jobs`, wait until all have started; seconds from the submission to the last start (watch events)."""
+    if not jobs:
+        return 0.0
+    submitted = time.time()
+    for job in jobs:
+        workloads.submit(job)
+    tracker = workloads.jobs(jobs[0].tenant.namespace)
+    tracker.wait_until(what, lambda objs: all(state_is(workloads, j, *STARTED)(objs) for j in jobs), timeout_s)
+    starts = [first_seen(workloads.timeline, tracker.kind, workloads.tracked_name(j), *STARTED) for j in jobs]
+    return max((s for s in starts if s is not None), default=time.time()) - submitted
+
+
+def stays_waiting(workloads: JobSystem, job: GangJob, window_s: float) -> float | None:
+    """Watch `job` for `window_s`; when it started, the harness time it was seen starting, else None."""
+    tracker = workloads.jobs(job.tenant.namespace)
+    try:
+        tracker.wait_until(f"{job.name} stays held", state_is(workloads, job, *STARTED), window_s)
+    except WaitTimeout:
+        return None
+    return first_seen(workloads.timeline, tracker.kind, workloads.tracked_name(job), *STARTED) or time.time()
+
+
+def held_intervals(workloads: JobSystem, tenant: Tenant, jobs: list[GangJob], now: float) -> list[Interval]:
+    """When each pod of `jobs` held its GPUs (running, from the member transitions)."""
+    by_name = {j.name: j for j in jobs}
+    pods = workloads.members(tenant.namespace)
+    seen = {**pods.gone, **pods.objects}
+    result = []
+    for pod, start, end in running_intervals(workloads.timeline, now):
+        job = next((j for j in by_name.values() if pod in seen and belongs(seen[pod], j)), None)
+        if job is not None:
+            result.append(Interval(tenant.name, start, end, job.gpus_per_pod))
+    return result
+
+
+def held_reason(api: client.ApiClient, workloads: JobSystem, job: GangJob) -> str:
+    """Why the scheduler holds `job`: its own status message, else the latest event about the job's objects."""
+    status = workloads.status_of(job, workloads.jobs(job.tenant.namespace).objects)
+    if status is not None and status.reason and status.reason not in ("Pending", "Inqueue"):
+        return status.reason
+    events = client.CoreV1Api(api).list_namespaced_event(job.tenant.namespace).items
+    about = [e for e in events if job.name in (e.involved_object.name or "") and e.type == "Warning"]
+    about.sort(key=lambda e: str(e.last_timestamp or e.event_time or e.metadata.creation_timestamp))
+    return f"{about[-1].reason}: {(about[-1].message or '').strip()}" if about else ""
