@@ -28,7 +28,7 @@ def borrowed(held_gpus: float, quota_gpus: int) -> float:
 def borrowed_share(held_gpus: float, quota_gpus: int, limit_gpus: int) -> float:
     """Share of the borrowing allowance (limit - quota) in use; 1.0 when there is none to use."""
     allowance = limit_gpus - quota_gpus
-    return 1.0 if allowance <= 0 else round(min(held_gpus, limit_gpus) - quota_gpus, 6) / allowance
+    return 1.0 if allowance <= 0 else max(0.0, min(held_gpus, limit_gpus) - quota_gpus) / allowance
 
 
 def wrong_victims(victims: dict[str, str], lender: str, borrower: str, borrowed_jobs: int) -> int:
