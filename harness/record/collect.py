@@ -84,6 +84,11 @@ def remember_secrets(config: pytest.Config, core: client.CoreV1Api, namespace: s
                 pass
 
 
+def remember_value(config: pytest.Config, value: str) -> None:
+    """A credential the run obtained (a tenant's token): redacted wherever it would appear."""
+    config.stash.setdefault(SECRETS_KEY, set()).add(value)
+
+
 def profile_names(config: pytest.Config) -> set[str]:
     record = config.stash.get(RECORD_KEY, None)
     tenants = (record.profile.get("tenants") if record else None) or []

@@ -48,6 +48,7 @@ class Evidence:
     charts: list[dict[str, str]] = field(default_factory=list)     # the criterion's chart specs
     timeline: list[dict[str, Any]] = field(default_factory=list)
     promql: list[tuple[str, str]] = field(default_factory=list)  # (query, answer)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # title -> rows (column -> value)
     diagnostics: list[str] = field(default_factory=list)         # events and logs on failure
     leftovers: list[str] = field(default_factory=list)
     _spec: Criterion | None = field(default=None, repr=False, compare=False)
