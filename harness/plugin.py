@@ -21,6 +21,7 @@ from harness import backends as backend_registry, criteria
 from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
+from harness.criteria.governance.audit import Submitted
 from harness.environment import Down, EnvironmentWatch, Part, judged
 from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
@@ -43,6 +44,7 @@ WATCH_KEY = pytest.StashKey[EnvironmentWatch]()
 LOCK_KEY = pytest.StashKey[RunLock]()
 SETUP_START_KEY = pytest.StashKey[float]()
 DISRUPTED_KEY = pytest.StashKey[set[str]]()
+SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
 SWEEP_TIMEOUT_S = 30.0
 
 
@@ -69,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
         # a CI job's timeout sends SIGTERM: end like Ctrl-C, so the record is written, the run swept, the lock freed
         signal.signal(signal.SIGTERM, _terminated)
+    config.addinivalue_line("markers", "gpupoc_last: run after every other test (the audit of the whole run)")
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
     try:
         config.stash[CONFIG_KEY] = resolve(options)
@@ -220,9 +223,21 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
     tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete,
                         submitter, simulated=target.kind == "sim")
     yield tracked
+    request.config.stash.setdefault(SUBMITTED_KEY, []).extend(tracked.created)
     call = request.node.stash.get(CALL_REPORT_KEY, None)
     diagnostics = tracked.diagnostics() if call is not None and call.failed else []
     record.amend_result(request.config, request.node.nodeid, diagnostics, tracked.close())
+
+
+@pytest.fixture()
+def submitted(pytestconfig: pytest.Config) -> list[Submitted]:
+    """Every object the run's tests submitted so far (for the audit criterion, which runs last)."""
+    return list(pytestconfig.stash.get(SUBMITTED_KEY, []))
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others."""
+    items.sort(key=lambda item: item.get_closest_marker("gpupoc_last") is not None)
 
 
 EVIDENCE_KEY = pytest.StashKey[list[Evidence]]()

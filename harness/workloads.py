@@ -20,6 +20,8 @@ from kubernetes.dynamic.resource import Resource
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import created_at, job_of
+from harness.criteria.governance.audit import Submitted
+from harness.seam import service_account_user
 from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.timeline import Timeline, Transition
@@ -62,6 +64,7 @@ class Workloads:
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
     _deleted: set[str] = field(default_factory=set)  # jobs this test deleted itself
     _uids: dict[str, set[str]] = field(default_factory=dict)  # namespace -> UIDs of the objects it submitted
+    created: list[Submitted] = field(default_factory=list)  # what it submitted, to be found in the audit log
 
     @property
     def selector(self) -> str:
@@ -167,6 +170,14 @@ class Workloads:
         api = self.submitter(job.tenant) if self.submitter is not None else self.api
         applied = apply_objects(api, manifests)
         self._uids.setdefault(namespace, set()).update(o.metadata.uid for o in applied)
+        who = service_account_user(job.tenant) if self.submitter is not None and not job.tenant.context else ""
+        dynamic = DynamicClient(self.api)
+        for obj in applied:
+            resource = _resource(dynamic, obj.apiVersion, obj.kind)
+            stamp = created_at(obj.to_dict())
+            if resource is not None and stamp is not None:
+                self.created.append(Submitted(resource.name, resource.group or "", namespace, obj.metadata.name,
+                                              stamp, who))
 
     def delete(self, job: GangJob) -> None:
         """Delete the job's objects (ours: created and labelled by this test), pods in the background."""

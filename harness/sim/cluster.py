@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.errors import ConfigError, SimError
-from harness.sim import files, nodes, pki, procs, stack
+from harness.sim import files, nodes, paths, pki, procs, stack
 from harness.sim.components import Component, Layout, control_plane
 from harness.sim.config import SimConfig, ports_from_env
 from harness.sim.paths import state_dir
@@ -97,6 +97,7 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
     pki.make_signing_key(lay.pki / "service-account.key")
     tokens = files.new_tokens()
     files.write_private(lay.root / "tokens.csv", files.token_file(tokens))
+    shutil.copyfile(paths.SIM_RECIPES / "audit-policy.yaml", lay.audit_policy)
     files.write_private(lay.root / "admin.token", tokens["gpupoc-admin"].value)
     files.write_private(lay.root / "prometheus.token", tokens["gpupoc-prometheus"].value)
     server = f"https://127.0.0.1:{cfg.ports.apiserver}"
@@ -332,6 +333,12 @@ def component_problem(name: str, lay: Layout | None = None) -> str | None:
     if not procs.is_running(comp["pid"], comp["binary"]):
         return "stopped on purpose (`gpupoc sim stop`)" if comp.get("stopped_by_user") else "not running"
     return "frozen (SIGSTOP)" if procs.is_frozen(comp["pid"]) else None
+
+
+def component_argv(name: str) -> list[str]:
+    """The arguments the sim started a component with (empty when the sim or the component is not there)."""
+    comp = ((_read_state(layout()) or {}).get("components") or {}).get(name) or {}
+    return list(comp.get("argv") or [])
 
 
 def component_names(lay: Layout | None = None) -> list[str]:

@@ -48,6 +48,12 @@ class Layout:
     def audit_log(self) -> Path:
         return self.root / "logs" / "audit.log"
 
+    @property
+    def audit_policy(self) -> Path:
+        """The API server's audit policy: a copy of sim/audit-policy.yaml made by `sim up` (a test may change it
+        and restart the API server; the next `sim up` restores it)."""
+        return self.root / "audit-policy.yaml"
+
     def component_kubeconfig(self, name: str) -> Path:
         return self.root / f"{name}.kubeconfig"
 
@@ -134,7 +140,7 @@ def control_plane(layout: Layout, ports: Ports) -> list[Component]:
             f"--service-account-key-file={pki / 'service-account.key'}",
             f"--service-account-signing-key-file={pki / 'service-account.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--endpoint-reconciler-type=none",
-            f"--audit-policy-file={paths.SIM_RECIPES / 'audit-policy.yaml'}",
+            f"--audit-policy-file={layout.audit_policy}",
             f"--audit-log-path={layout.audit_log}", "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
             "--allow-privileged=true",
         ), f"https://127.0.0.1:{ports.apiserver}/readyz", ports.apiserver, bearer_token_file=admin_token),

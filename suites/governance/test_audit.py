@@ -1,0 +1,105 @@
+"""Governance 4 — audit.
+
+Runs after every other test of the run: each workload object the run submitted (every suite, every
+backend) must be in the API server's audit log, created by the identity that submitted it, at a time
+within seconds of the object's creationTimestamp. The test submits one job of its own first, so it
+has something to find when it runs alone. On the sim the log is the API server's log file; elsewhere
+the profile would have to name one, so it is SKIP with that reason. The audit flags are reported
+against the CIS Kubernetes Benchmark's audit checks (informational).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.backends import ALL, GangJob
+from harness.config import RunConfig
+from harness.criteria.governance import audit
+from harness.criteria.governance.audit import CRITERION
+from harness.profile import Profile
+from harness.prometheus import poll
+from harness.record.evidence import Evidence
+from harness.sim import cluster
+from harness.target import Target
+from harness.workloads import Workloads
+from suites.training.common import state_is
+
+WORKLOAD_CREATES = ("jobs", "pods", "podgroups", "rayjobs", "deployments", "workloads")
+LOG_SETTLE_S = 10.0
+ROWS_SHOWN = 200
+
+
+def audit_source(target: Target) -> tuple[list[Path], dict[str, str]]:
+    """The audit log files (rotated backups first) and the API server's audit flags; SKIP where unknown."""
+    if target.kind != "sim":
+        pytest.skip("no audit log source for this target: the harness reads the API server's log file on the sim; "
+                    "a real cluster's log path or webhook sink is not configured in gpupoc yet")
+    log = cluster.layout().audit_log
+    files = sorted(log.parent.glob(f"{log.stem}-*{log.suffix}")) + [log]
+    argv = cluster.component_argv("kube-apiserver")
+    flags = {a[2:].split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("--audit-") and "=" in a}
+    return files, flags
+
+
+def read_entries(files: list[Path]) -> list[audit.Entry]:
+    entries: list[audit.Entry] = []
+    for path in files:
+        try:
+            with path.open(errors="replace") as handle:
+                entries += audit.parse_entries(handle)
+        except FileNotFoundError:
+            continue
+    return entries
+
+
+def policy_covers_creates(entries: list[audit.Entry]) -> bool:
+    return any(e.resource in WORKLOAD_CREATES and e.verb in ("create", "patch") for e in entries)
+
+
+@pytest.mark.gpupoc_last
+def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, submitted: list[audit.Submitted],
+               request: pytest.FixtureRequest, evidence: Callable[[str], Evidence]) -> None:
+    ev = evidence(CRITERION.id)
+    files, flags = audit_source(target)
+    own = Workloads(target.api, ALL["default"], gpupoc_config.run_id, request.node.nodeid,
+                    queue_model.timeouts.delete, target.seam.as_tenant if queue_model.submit_as == "tenant" else None,
+                    simulated=True)
+    try:
+        job = GangJob(own.job_name("audited"), queue_model.tenants[0], 1, 1, run_for_s=1)
+        own.submit(job)
+        own.jobs(job.tenant.namespace).wait_until("the audited job is created", state_is(own, job, "queued",
+                                                  "admitted", "running", "succeeded"), queue_model.timeouts.admit)
+    finally:
+        leftovers = own.close()
+    objects = [*submitted, *own.created]
+    # the log backend writes each request as it completes: allow the last ones a moment
+    entries = poll(lambda: read_entries(files), lambda read: all(audit.creation_of(o, read) for o in objects),
+                   LOG_SETTLE_S)
+    found = {id(o): audit.creation_of(o, entries) for o in objects}
+    rows, missing, skews = [], 0, []
+    for obj in objects:
+        entry = found[id(obj)]
+        right_user = entry is not None and (not obj.submitter or entry.user == obj.submitter)
+        if entry is None or not right_user:
+            missing += 1
+        else:
+            skews.append(abs((entry.at - obj.created_at).total_seconds()))
+        rows.append({"object": f"{obj.group + '/' if obj.group else ''}{obj.resource} {obj.namespace}/{obj.name}",
+                     "created": obj.created_at.isoformat(), "submitted by": obj.submitter or "(runner)",
+                     "audit: who": entry.user if entry else "—", "audit: verb": entry.verb if entry else "—",
+                     "audit: at": entry.at.isoformat() if entry else "—",
+                     "verdict": "as expected" if entry is not None and right_user else "NOT as expected"})
+    ev.tables["audit: each submitted object and its audit entry"] = rows[:ROWS_SHOWN]
+    ev.tables["audit configuration against the CIS Kubernetes Benchmark (informational)"] = audit.cis_findings(
+        flags, policy_covers_creates(entries))
+    ev.note(f"{len(objects)} objects submitted by the run, {len(entries)} audit entries read from "
+            f"{', '.join(p.name for p in files)}" + (f"; table shows the first {ROWS_SHOWN}"
+                                                     if len(rows) > ROWS_SHOWN else ""))
+    if leftovers:
+        ev.note(f"left behind: {'; '.join(leftovers)}")
+    ev.expect("max_missing", missing)
+    ev.expect("max_time_skew_s", round(max(skews), 3) if skews else None)
+    ev.verdict()
