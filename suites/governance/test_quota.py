@@ -26,9 +26,9 @@ from harness.manifests import labelled
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.target import Target
-from suites.governance.common import (borrower_and_lender, held_intervals, held_reason, job_size, stays_waiting,
+from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, held_reason, job_size, stays_waiting,
                                       submit_and_wait_running)
-from suites.training.common import LONG_RUN_S, require
+from suites.training.common import LONG_RUN_S, require, state_is
 
 CHART_STEP_S = 1.0
 HTTP_FORBIDDEN = 403
@@ -58,8 +58,10 @@ def run_quota(api: client.ApiClient, workloads: JobSystem, profile: Profile, ev:
                                              else f"started {started_at - submitted:.1f}s after submission")
             + (f"; the scheduler's reason: {reason}" if reason else "; the scheduler gave no reason"))
     intervals = held_intervals(workloads, tenant, jobs, ended)
-    peak = quota.peak_gpus(intervals)
-    ev.note(f"{tenant.name} held at most {peak} GPUs")
+    objects = workloads.jobs(tenant.namespace).objects
+    admitted = sum(j.gpus for j in jobs if state_is(workloads, j, *STARTED)(objects))  # pods may not run yet
+    peak = max(quota.peak_gpus(intervals), admitted)
+    ev.note(f"{tenant.name} held at most {peak} GPUs (running pods, or jobs admitted at the end: {admitted})")
     ev.expect("max_gpus_over_limit", max(0, peak - tenant.limit_gpus))
     ev.expect("held_for_s", round(quota.held_for(submitted, started_at, ended), 3))
     ev.series["gpus"] = {tenant.name: quota.gpus_over_time(intervals, started, ended, CHART_STEP_S)}

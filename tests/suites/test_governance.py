@@ -1,0 +1,144 @@
+"""The governance suite on the sim: each criterion once per mechanism, as the suite runs it (outcomes as the
+reference sim is designed to give, suites/expected.yaml), and each FAILing, with the measured value, on a
+deliberately misconfigured cluster. The full criterion x backend matrix is `make poc`'s job.
+
+Mechanisms: quota and ResourceQuota on Kueue (borrowingLimit) and the API server; borrowing and reclaim on KAI
+(its queue status and metric); isolation by RBAC (once per cluster) and by queue (Kueue's namespaced
+LocalQueue holds, Volcano's queue is open: a designed FAIL); audit from the API server's log file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from harness.outcomes import load_expected, unexpected
+from harness.record.model import load_record
+from harness.sim import cluster
+from harness.sim.paths import REPO_ROOT
+from tests.suites.test_training_sensitivity import gpupoc, profile_variant
+
+SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resource_quota_refuses_at_creation",
+             "test_borrowing_reclaim.py::test_borrowing_reclaim[kai]",
+             "test_tenant_isolation.py::test_tenant_isolation",
+             "test_tenant_isolation.py::test_queue_isolation[kueue]",
+             "test_tenant_isolation.py::test_queue_isolation[volcano]",
+             "test_audit.py::test_audit")
+
+
+def suite(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", *args],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_each_governance_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
+    result = suite(*(f"suites/governance/{s}" for s in SCENARIOS), "--run-id=governance",
+                   f"--reports-dir={tmp_path}")
+    record = load_record(tmp_path / "governance" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    passed = {(c, b) for c, b, o in outcomes if o == "PASS"}
+    assert {("governance.quota", "kueue"), ("governance.quota", "-"), ("governance.tenant_isolation", "-"),
+            ("governance.tenant_isolation", "kueue"), ("governance.audit", "-")} <= passed, outcomes
+    assert ("governance.tenant_isolation", "volcano", "FAIL") in outcomes
+    if cluster.component_running("kai-scheduler"):
+        assert ("governance.borrowing_reclaim", "kai") in passed, outcomes
+    html = (tmp_path / "governance" / "record.html").read_text()
+    for table in ("isolation matrix: who tried what, expected, got", "audit: each submitted object"):
+        assert table in html
+    audit = next(r for r in record.results if r.criterion == "governance.audit")
+    rows = audit.evidence[0]["tables"]["audit: each submitted object and its audit entry"]
+    assert len(rows) > 5 and all(r["verdict"] == "as expected" for r in rows), rows[:3]
+
+
+def test_quota_fails_when_the_queue_caps_the_tenant_above_its_limit(
+        tmp_path: Path, sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
+    """Kueue lets team-b borrow up to 32 GPUs where the profile says its limit is 16."""
+    def generous(data: dict[str, object]) -> None:
+        tenants = data["tenants"]
+        assert isinstance(tenants, list)
+        tenants[1]["limit_gpus"] = 32
+    gpupoc("setup", f"--profile={profile_variant(tmp_path, generous)}")
+    result = suite("suites/governance/test_quota.py::test_quota[kueue]", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.quota [kueue]: measured max_gpus_over_limit: 8 GPUs (wanted <= 0 GPUs)" in result.stdout, \
+        result.stdout[-3000:]
+
+
+@pytest.fixture()
+def reference_queue_model_afterwards() -> Iterator[None]:
+    yield
+    gpupoc("setup")
+
+
+def short_reclaim(data: dict[str, object]) -> None:
+    thresholds = data["thresholds"]
+    assert isinstance(thresholds, dict)
+    thresholds["governance.borrowing_reclaim"]["reclaim_within_s"] = 10  # the lender waits twice that
+
+
+def test_borrowing_reclaim_fails_when_the_cohort_does_not_reclaim(
+        tmp_path: Path, sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
+    queues = DynamicClient(sim_api).resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
+    for name in ("team-a", "team-b"):
+        queues.patch(name=name, body={"spec": {"preemption": {"reclaimWithinCohort": "Never"}}},
+                     content_type="application/merge-patch+json")
+    result = suite("suites/governance/test_borrowing_reclaim.py::test_borrowing_reclaim[kueue]", "--queue-model=keep",
+                   f"--profile={profile_variant(tmp_path, short_reclaim)}")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.borrowing_reclaim [kueue]: measured reclaim_within_s: 20." in result.stdout, \
+        result.stdout[-3000:]
+
+
+def test_isolation_fails_listing_what_a_cross_tenant_role_binding_allows(sim_api: client.ApiClient) -> None:
+    rbac = client.RbacAuthorizationV1Api(sim_api)
+    binding = {"metadata": {"name": "gpupoc-test-cross-tenant", "namespace": "poc-team-b",
+                            "labels": {"app.kubernetes.io/managed-by": "gpupoc"}},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"kind": "ServiceAccount", "name": "team-a-submitter", "namespace": "poc-team-a"}]}
+    rbac.create_namespaced_role_binding("poc-team-b", binding)
+    try:
+        result = suite("suites/governance/test_tenant_isolation.py::test_tenant_isolation")
+    finally:
+        rbac.delete_namespaced_role_binding("gpupoc-test-cross-tenant", "poc-team-b")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.tenant_isolation [-]: measured max_cross_tenant_allowed: " in result.stdout
+    assert "ALLOWED: team-a: delete batch/jobs in poc-team-b" in result.stdout, result.stdout[-3000:]
+    assert "ALLOWED: team-b" not in result.stdout
+
+
+@pytest.fixture()
+def audit_policy_without_workload_creates() -> Iterator[None]:
+    """The API server restarted on a policy that logs nothing; afterwards the reference policy, restarted."""
+    policy = cluster.layout().audit_policy
+    reference = policy.read_text()
+    policy.write_text(yaml.safe_dump({"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                                      "rules": [{"level": "None"}]}))
+    cluster.restart_component("kube-apiserver", say=lambda _: None)
+    try:
+        yield
+    finally:
+        policy.write_text(reference)
+        cluster.restart_component("kube-apiserver", say=lambda _: None)
+
+
+@pytest.fixture()
+def restarts_the_api_server(disrupts: Callable[[str], None]) -> None:
+    disrupts("kube-apiserver")
+
+
+def test_audit_fails_when_the_policy_drops_workload_creates(sim_api: client.ApiClient, restarts_the_api_server: None,
+                                                            audit_policy_without_workload_creates: None) -> None:
+    """Run alone, the audit criterion submits one job of its own: the policy leaves it out of the log."""
+    result = suite("suites/governance/test_audit.py")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert ("governance.audit [-]: measured max_missing: 1 objects (wanted <= 0 objects); max_time_skew_s: "
+            "nothing measured") in result.stdout, result.stdout[-3000:]
