@@ -39,10 +39,10 @@ class VolcanoBackend(Capabilities):
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
     controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",), needs=("volcano-controller-manager",))
-    # Volcano 1.14's proportion plugin exports a queue's requested and deserved scalar resources, not what it holds
+    # scalar resources in thousandths (milli-GPUs), like the scheduler's own Resource type
     queue_usage = QueueUsage("scheduling.volcano.sh/v1beta1", "Queue", allocated_gpus,
-                             no_metric="volcano-scheduler exports no GPUs allocated per queue here "
-                             "(volcano_queue_allocated_scalar_resources absent; only request and deserved)")
+                             'sum(volcano_queue_allocated_scalar_resources{{queue_name="{queue}",'
+                             'resource="{resource}"}}) / 1000')
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)
