@@ -74,7 +74,9 @@ PREEMPTION_COUNTER = "preemption counter"    # the scheduler counts preemptions 
 WAIT_HISTOGRAM = "wait histogram"            # the scheduler exports a submission-to-admission histogram
 CONTROLLER_RESTART = "controller restart"    # the harness can stop and start the controllers that admit jobs
 QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU quota and a limit, lent and reclaimed
-CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA)
+MONITORING = "monitoring catalogue"          # the harness knows which of its series a POC needs
+CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
+                MONITORING)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,24 @@ class QueueUsage:
     no_metric: str = ""
 
 
+@dataclass(frozen=True)
+class Series:
+    """A series a POC needs from a backend's monitoring: what it tells, its selector, and whether it appears only
+    at its first event (a counter of preemptions, say; absent until then). No selector: the backend exports none."""
+
+    need: str
+    selector: str
+    event: bool = False
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """What a backend exports for a POC, and the PromQL of jobs waiting in a queue ({queue}; '' when none)."""
+
+    series: tuple[Series, ...]
+    pending: str = ""
+
+
 def allocated_gpus(queue: dict[str, Any], resource: str) -> float:
     """Volcano's and KAI's Queue status: `allocated` per resource."""
     return float(((queue.get("status") or {}).get("allocated") or {}).get(resource, 0) or 0)
@@ -159,6 +179,11 @@ class Backend(Protocol):
         ...
 
     @property
+    def monitoring(self) -> Monitoring | None:
+        """The series a POC needs from it (None: no catalogue)."""
+        ...
+
+    @property
     def queue_usage(self) -> QueueUsage | None:
         """Where it says what a tenant's queue holds (None: it has no queues with quota)."""
         ...
@@ -188,6 +213,7 @@ class Capabilities:
     owned: OwnedKind | None = None
     controllers: Controllers | None = None
     queue_usage: QueueUsage | None = None
+    monitoring: Monitoring | None = None
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         if capability not in CAPABILITIES:
@@ -200,6 +226,8 @@ class Capabilities:
             return f"{self.name}: no preemption counter exported"
         if capability == WAIT_HISTOGRAM and self.wait is None:
             return f"{self.name}: no submission-to-admission histogram exported"
+        if capability == MONITORING and self.monitoring is None:
+            return f"{self.name}: no catalogue of the series it exports (it hands its pods to a scheduler)"
         if capability == QUEUE_QUOTA and self.queue_usage is None:
             return f"{self.name}: no queues with a GPU quota and limit"
         if capability == CONTROLLER_RESTART and (self.controllers is None or (

@@ -6,14 +6,24 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import GANG, Capabilities, Controllers, GangJob, JobStatus, PreemptionCounter
+from harness.backends.base import (GANG, Capabilities, Controllers, GangJob, JobStatus, Monitoring,
+                                   PreemptionCounter, Series)
 from harness.backends.batch import batch_job, batch_status
+
+
+MONITORING = Monitoring((
+    Series("queue wait", "scheduler_pod_scheduling_sli_duration_seconds_count", event=True),
+    Series("pending", "scheduler_pending_pods"),
+    Series("admitted", 'scheduler_schedule_attempts_total{result="scheduled"}', event=True),
+    Series("preempted", "scheduler_preemption_victims_count", event=True),
+    Series("jobs finished (success, failure)", "kube_job_status_succeeded")))
 
 
 class DefaultBackend(Capabilities):
     name = "default"
     lacking = {GANG: "kube-scheduler binds pod by pod; it has no gang admission"}
     preemption = PreemptionCounter("sum(scheduler_preemption_victims_sum)", "pods")
+    monitoring = MONITORING
     controllers = Controllers(("kube-scheduler",), (), "kube-scheduler runs as a static pod on most clusters: "
                               "it cannot be restarted through the API")
 

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (Controllers, ADMITTED, FAILED, QUEUED, RETRY_POLICY, RUNNING, SUCCEEDED, Capabilities,
-                                   GangJob, JobStatus, PreemptionCounter, QueueUsage, allocated_gpus, created_at,
+                                   GangJob, JobStatus, Monitoring, PreemptionCounter, QueueUsage, Series, allocated_gpus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -84,12 +84,23 @@ def _last_finish(pods: Iterable[dict[str, Any]]) -> datetime | None:
     return max((t for t in times if t is not None), default=None)
 
 
+MONITORING = Monitoring((
+    Series("queue wait", ""),                   # KAI exports scheduling latency, not submission-to-admission
+    Series("pending per queue", ""),
+    Series("admitted", "kai_podgroups_scheduled_by_action", event=True),
+    Series("preempted", 'kai_podgroups_scheduled_by_action{action="preempt"}', event=True),
+    Series("quota per queue", "kai_queue_deserved_gpus"),
+    Series("usage per queue", "kai_queue_allocated_gpus"),
+    Series("fair share per queue", "kai_queue_fair_share_gpu")))
+
+
 class KaiBackend(Capabilities):
     name = "kai"
     lacking = {RETRY_POLICY: NO_RETRIES}
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
+    monitoring = MONITORING
     queue_usage = QueueUsage("scheduling.run.ai/v2", "Queue", allocated_gpus,
                              'sum(kai_queue_allocated_gpus{{queue_name="{queue}"}})')
     controllers = Controllers(("kai-scheduler",), ("kai-scheduler",),

@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
-                                   JobStatus, OwnedKind, PreemptionCounter, QueueUsage, WaitHistogram,
+                                   JobStatus, Monitoring, OwnedKind, PreemptionCounter, QueueUsage, Series, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
@@ -53,11 +53,24 @@ PREEMPTED_WORKLOADS = PreemptionCounter("sum(kueue_preempted_workloads_total)", 
 WORKLOAD_KIND = OwnedKind(API_VERSION, "Workload", workload_status, "kueue.x-k8s.io/job-uid")
 
 
+MONITORING = Monitoring((
+    Series("queue wait", "kueue_admission_wait_time_seconds_count", event=True),
+    Series("pending per queue", "kueue_pending_workloads"),
+    Series("admitted", "kueue_admitted_workloads_total", event=True),
+    Series("preempted", "kueue_preempted_workloads_total", event=True),
+    Series("quota per queue", "kueue_cluster_queue_nominal_quota"),
+    Series("usage per queue", "kueue_cluster_queue_resource_usage"),
+    Series("requested GPUs waiting per queue", "kueue_cluster_queue_resource_pending"),
+    Series("jobs finished (success, failure)", "kueue_finished_workloads_total", event=True)),
+    'sum(kueue_pending_workloads{{cluster_queue="{queue}"}})')
+
+
 class KueueBackend(Capabilities):
     name = "kueue"
     preemption = PREEMPTED_WORKLOADS
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
+    monitoring = MONITORING
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')

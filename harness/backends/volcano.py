@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (Controllers, FAILED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob, JobStatus,
-                                   PreemptionCounter, QueueUsage, WaitHistogram, allocated_gpus, created_at,
+                                   Monitoring, PreemptionCounter, QueueUsage, Series, WaitHistogram, allocated_gpus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -33,12 +33,27 @@ def volcano_status(obj: dict[str, Any]) -> JobStatus:
     return JobStatus(QUEUED, state.get("message", "") or phase, submitted)
 
 
+MONITORING = Monitoring((
+    Series("queue wait", "volcano_e2e_job_scheduling_latency_milliseconds_count", event=True),
+    Series("pending per queue", "volcano_queue_pod_group_pending_count"),
+    Series("admitted per queue", "volcano_queue_pod_group_running_count"),
+    Series("preempted", "volcano_pod_preemption_victims", event=True),
+    Series("quota per queue", "volcano_queue_deserved_scalar_resources"),
+    Series("usage per queue", "volcano_queue_allocated_scalar_resources"),
+    Series("requested GPUs per queue", "volcano_queue_request_scalar_resources"),
+    Series("jobs finished per queue", "volcano_queue_pod_group_completed_count")),
+    # a job held for capacity sits in the Pending or the Inqueue phase
+    'sum(volcano_queue_pod_group_pending_count{{queue_name="{queue}"}}) '
+    '+ sum(volcano_queue_pod_group_inqueue_count{{queue_name="{queue}"}})')
+
+
 class VolcanoBackend(Capabilities):
     name = "volcano"
     preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
     controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",), needs=("volcano-controller-manager",))
+    monitoring = MONITORING
     # scalar resources in thousandths (milli-GPUs), like the scheduler's own Resource type
     queue_usage = QueueUsage("scheduling.volcano.sh/v1beta1", "Queue", allocated_gpus,
                              'sum(volcano_queue_allocated_scalar_resources{{queue_name="{queue}",'

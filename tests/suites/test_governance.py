@@ -30,6 +30,8 @@ SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resour
              "test_tenant_isolation.py::test_tenant_isolation",
              "test_tenant_isolation.py::test_queue_isolation[kueue]",
              "test_tenant_isolation.py::test_queue_isolation[volcano]",
+             "test_monitoring_coverage.py::test_monitoring_coverage[kueue]",
+             "test_monitoring_coverage.py::test_monitoring_coverage[kai]",
              "test_audit.py::test_audit")
 
 
@@ -47,7 +49,8 @@ def test_each_governance_criterion_once_per_mechanism(tmp_path: Path, sim_api: c
         f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     passed = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("governance.quota", "kueue"), ("governance.quota", "-"), ("governance.tenant_isolation", "-"),
-            ("governance.tenant_isolation", "kueue"), ("governance.audit", "-")} <= passed, outcomes
+            ("governance.tenant_isolation", "kueue"), ("governance.audit", "-"),
+            ("governance.monitoring_coverage", "kueue")} <= passed, outcomes
     assert ("governance.tenant_isolation", "volcano", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
         assert ("governance.borrowing_reclaim", "kai") in passed, outcomes
@@ -142,3 +145,30 @@ def test_audit_fails_when_the_policy_drops_workload_creates(sim_api: client.ApiC
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert ("governance.audit [-]: measured max_missing: 1 objects (wanted <= 0 objects); max_time_skew_s: "
             "nothing measured") in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def kueue_without_its_queue_resource_metrics() -> Iterator[None]:
+    """Kueue restarted with metrics.enableClusterQueueResources off; afterwards the reference configuration."""
+    config = cluster.layout().root / "kueue-config.yaml"
+    reference = config.read_text()
+    data = yaml.safe_load(reference)
+    data["metrics"]["enableClusterQueueResources"] = False
+    config.write_text(yaml.safe_dump(data))
+    cluster.restart_component("kueue", say=lambda _: None)
+    try:
+        yield
+    finally:
+        config.write_text(reference)
+        cluster.restart_component("kueue", say=lambda _: None)
+
+
+def test_monitoring_coverage_fails_naming_the_series_kueue_no_longer_exports(
+        sim_api: client.ApiClient, disrupts: Callable[[str], None],
+        kueue_without_its_queue_resource_metrics: None) -> None:
+    disrupts("kueue")
+    result = suite("suites/governance/test_monitoring_coverage.py::test_monitoring_coverage[kueue]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.monitoring_coverage [kueue]: measured max_missing_series: 3 series" in result.stdout, \
+        result.stdout[-3000:]
+    assert "missing: usage per queue: kueue_cluster_queue_resource_usage (missing)" in result.stdout
