@@ -22,6 +22,7 @@ from harness.backends import Backend
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
 from harness.criteria.governance.audit import Submitted
+from harness.criteria.governance.cost_attribution import Held
 from harness.environment import Down, EnvironmentWatch, Part, judged
 from harness.errors import ConfigError, HarnessError
 from harness.outcomes import ERROR, classify
@@ -45,6 +46,7 @@ LOCK_KEY = pytest.StashKey[RunLock]()
 SETUP_START_KEY = pytest.StashKey[float]()
 DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
+HELD_KEY = pytest.StashKey[list[Held]]()
 SWEEP_TIMEOUT_S = 30.0
 
 
@@ -226,13 +228,22 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
     request.config.stash.setdefault(SUBMITTED_KEY, []).extend(tracked.created)
     call = request.node.stash.get(CALL_REPORT_KEY, None)
     diagnostics = tracked.diagnostics() if call is not None and call.failed else []
-    record.amend_result(request.config, request.node.nodeid, diagnostics, tracked.close())
+    leftovers = tracked.close()
+    # after close: its pods' watches saw each pod go (a pod still there holds its GPUs until now)
+    request.config.stash.setdefault(HELD_KEY, []).extend(tracked.gpus_held(queue_model.gpu.resource, time.time()))
+    record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers)
 
 
 @pytest.fixture()
 def submitted(pytestconfig: pytest.Config) -> list[Submitted]:
     """Every object the run's tests submitted so far (for the audit criterion, which runs last)."""
     return list(pytestconfig.stash.get(SUBMITTED_KEY, []))
+
+
+@pytest.fixture()
+def gpus_held(pytestconfig: pytest.Config) -> list[Held]:
+    """When each pod the run's tests submitted so far held GPUs (for cost attribution, which runs last)."""
+    return list(pytestconfig.stash.get(HELD_KEY, []))
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

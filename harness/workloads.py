@@ -21,6 +21,7 @@ from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import created_at, job_of
 from harness.criteria.governance.audit import Submitted
+from harness.criteria.governance.cost_attribution import Held
 from harness.seam import service_account_user
 from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
@@ -65,6 +66,7 @@ class Workloads:
     _deleted: set[str] = field(default_factory=set)  # jobs this test deleted itself
     _uids: dict[str, set[str]] = field(default_factory=dict)  # namespace -> UIDs of the objects it submitted
     created: list[Submitted] = field(default_factory=list)  # what it submitted, to be found in the audit log
+    _jobs: dict[str, GangJob] = field(default_factory=dict)  # name -> the job submitted
 
     @property
     def selector(self) -> str:
@@ -166,6 +168,7 @@ class Workloads:
         self.jobs(namespace)
         self.pods(namespace)
         manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
+        self._jobs[job.name] = job
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
         api = self.submitter(job.tenant) if self.submitter is not None else self.api
         applied = apply_objects(api, manifests)
@@ -214,6 +217,24 @@ class Workloads:
             return f"(no log: {exc.reason}; simulated pods have no kubelet to serve logs)"
         return text[-max_bytes:]
 
+    def gpus_held(self, resource: str, now: float) -> list[Held]:
+        """When each of its pods held GPUs (running, from the watch events), for cost attribution over the run."""
+        held = []
+        for namespace, kind in list(self._trackers):
+            if kind != MEMBER_KIND:
+                continue
+            pods = self._trackers[(namespace, kind)]
+            seen = {**pods.gone, **pods.objects}
+            system = self.backend.queued_by or self.backend.name
+            for name, start, end in running_intervals(self.timeline, now):
+                pod = seen.get(name)
+                gpus = pod_gpus(pod, resource) if pod else 0
+                job = self._jobs.get(job_of(pod) or "") if pod else None
+                if gpus:
+                    queue = job.tenant.queues.get(system, "") if job else ""
+                    held.append(Held(namespace, name, self.backend.name, queue, gpus, start, end))
+        return held
+
     def close(self) -> list[str]:
         """Stop the watches, delete what this test created, wait until gone; return what stayed.
 
@@ -221,8 +242,10 @@ class Workloads:
         label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
         namespace as one of that test's.
         """
+        pod_watches = [t for (_, kind), t in self._trackers.items() if kind == MEMBER_KIND]
         for tracker in self._trackers.values():
-            tracker.stop(wait=False)  # each ends within one watch chunk, in the background
+            if tracker not in pod_watches:  # the pods' watches see them go: when each stopped holding its GPUs
+                tracker.stop(wait=False)  # each ends within one watch chunk, in the background
         dynamic = DynamicClient(self.api)
         for namespace, api_version, kind in sorted(self._submitted):
             dynamic.resources.get(api_version=api_version, kind=kind).delete(
@@ -244,7 +267,31 @@ class Workloads:
                 wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
                                     namespace=namespace,
                                     label_selector=f"{owned.job_uid_label} in ({','.join(uids)})")
+        for tracker in pod_watches:
+            tracker.stop(wait=False)
         return leftovers
+
+
+def pod_gpus(pod: dict[str, Any], resource: str) -> int:
+    """The GPUs a pod asks for (its containers' limits, which is what an extended resource's request equals)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(resource, 0) or 0) for c in containers)
+
+
+def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:
+    """(pod, running since, running until) from the pod transitions; still running ends at `now`."""
+    result = []
+    for name in sorted({t.name for t in timeline.transitions if t.kind == MEMBER_KIND}):
+        start = None
+        for t in timeline.of(MEMBER_KIND, name):
+            if t.state == "running" and start is None:
+                start = t.seen_at
+            elif t.state in ("succeeded", "failed", "deleted") and start is not None:
+                result.append((name, start, t.seen_at))
+                start = None
+        if start is not None:
+            result.append((name, start, now))
+    return result
 
 
 def _resource(dynamic: DynamicClient, api_version: str, kind: str) -> Resource | None:

@@ -154,6 +154,7 @@ def allocated_gpus(queue: dict[str, Any], resource: str) -> float:
 
 class Backend(Protocol):
     name: str
+    queued_by: str  # the backend whose queues hold its jobs when not its own ('')
 
     @property
     def controllers(self) -> Controllers | None:
@@ -214,6 +215,7 @@ class Capabilities:
     controllers: Controllers | None = None
     queue_usage: QueueUsage | None = None
     monitoring: Monitoring | None = None
+    queued_by = ""  # the backend whose queues hold its jobs when not its own (KubeRay's RayJobs: Kueue's)
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         if capability not in CAPABILITIES:

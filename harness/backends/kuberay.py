@@ -41,6 +41,7 @@ class KubeRayBackend(Capabilities):
     name = "kuberay"
     lacking_on_sim = {JOBS_COMPLETE: "a RayJob cannot complete on the sim (no Ray dashboard on a simulated pod IP)"}
     preemption = PREEMPTED_WORKLOADS  # RayJobs are queued, and preempted, by Kueue
+    queued_by = "kueue"
     owned = WORKLOAD_KIND
     lacking = {CONTROLLER_RESTART: (
         "capacity cannot free while its controllers are down: a deleted RayJob keeps its cluster until the operator "

@@ -14,6 +14,7 @@ from harness.target import Target
 from harness.timeline import Timeline, pods_over_time
 from harness.tracker import Objects
 from harness.jobs import MEMBER_KIND, JobSystem
+from harness.workloads import running_intervals
 
 LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
 
@@ -50,22 +51,6 @@ def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> Non
     """The timeline (seconds from the test's start) and the pods-over-time series drawn from it."""
     evidence.timeline = [{**row, "t": round(float(str(row["seen_at"])) - start, 3)} for row in timeline.as_rows()]
     evidence.series["pods"] = pods_over_time(evidence.timeline)
-
-
-def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:
-    """(member name, running since, running until) from the member transitions; still running ends at `now`."""
-    result = []
-    for name in sorted({t.name for t in timeline.transitions if t.kind == MEMBER_KIND}):
-        start = None
-        for t in timeline.of(MEMBER_KIND, name):
-            if t.state == "running" and start is None:
-                start = t.seen_at
-            elif t.state in ("succeeded", "failed", "deleted") and start is not None:
-                result.append((name, start, t.seen_at))
-                start = None
-        if start is not None:
-            result.append((name, start, now))
-    return result
 
 
 def first_seen(timeline: Timeline, kind: str, name: str, *states: str) -> float | None:

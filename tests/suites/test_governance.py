@@ -32,7 +32,7 @@ SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resour
              "test_tenant_isolation.py::test_queue_isolation[volcano]",
              "test_monitoring_coverage.py::test_monitoring_coverage[kueue]",
              "test_monitoring_coverage.py::test_monitoring_coverage[kai]",
-             "test_audit.py::test_audit")
+             "test_audit.py::test_audit", "test_cost_attribution.py::test_cost_attribution")
 
 
 def suite(*args: str) -> subprocess.CompletedProcess[str]:
@@ -50,7 +50,7 @@ def test_each_governance_criterion_once_per_mechanism(tmp_path: Path, sim_api: c
     passed = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("governance.quota", "kueue"), ("governance.quota", "-"), ("governance.tenant_isolation", "-"),
             ("governance.tenant_isolation", "kueue"), ("governance.audit", "-"),
-            ("governance.monitoring_coverage", "kueue")} <= passed, outcomes
+            ("governance.monitoring_coverage", "kueue"), ("governance.cost_attribution", "-")} <= passed, outcomes
     assert ("governance.tenant_isolation", "volcano", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
         assert ("governance.borrowing_reclaim", "kai") in passed, outcomes
@@ -172,3 +172,30 @@ def test_monitoring_coverage_fails_naming_the_series_kueue_no_longer_exports(
     assert "governance.monitoring_coverage [kueue]: measured max_missing_series: 3 series" in result.stdout, \
         result.stdout[-3000:]
     assert "missing: usage per queue: kueue_cluster_queue_resource_usage (missing)" in result.stdout
+
+
+@pytest.fixture()
+def gpu_pods_outside_any_queue(core: client.CoreV1Api) -> Iterator[None]:
+    """Two whole-node GPU pods in team-b's namespace straight on kube-scheduler: billed per namespace, in no
+    queue (they take the half of the cluster the quota scenario leaves free)."""
+    names = ["gpupoc-test-bypass-0", "gpupoc-test-bypass-1"]
+    for name in names:
+        core.create_namespaced_pod("poc-team-b", {
+            "metadata": {"name": name, "namespace": "poc-team-b", "labels": {"app.kubernetes.io/managed-by": "gpupoc"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "sim/trainer:1", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
+    try:
+        yield
+    finally:
+        for name in names:
+            core.delete_namespaced_pod(name, "poc-team-b", grace_period_seconds=0)
+
+
+def test_cost_attribution_fails_when_a_gpu_pod_bypasses_the_queues(sim_api: client.ApiClient,
+                                                                  gpu_pods_outside_any_queue: None) -> None:
+    result = suite("suites/governance/test_quota.py::test_quota[kueue]",
+                   "suites/governance/test_cost_attribution.py")
+    assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
+    assert "governance.cost_attribution [-]: measured max_tenant_disagreement: 0." in result.stdout, \
+        result.stdout[-3000:]
+    assert "max_queue_disagreement" not in result.stdout.split("measured")[1].split("|")[0]  # the queue agrees

@@ -1,0 +1,90 @@
+"""Governance 6 — cost attribution: GPU-hours per tenant and per queue over the whole run, from the API
+timelines the harness watched (every job of every suite), from kube-state-metrics in Prometheus, and from
+each scheduler's per-queue usage metric; the three must agree within the threshold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
+
+CRITERION = register(Criterion(
+    "governance.cost_attribution",
+    "GPU-hours per tenant over the run's jobs (every suite) from the API timelines, from kube-state-metrics in "
+    "Prometheus and, per queue, from the scheduler's usage metric agree within the threshold.",
+    (Threshold("max_tenant_disagreement", "largest |kube-state-metrics - API| / API of a tenant's GPU-hours, "
+               "beyond what the scrape interval can explain", AT_MOST),
+     Threshold("max_queue_disagreement", "largest |scheduler metric - API| / API of a queue's GPU-hours, beyond "
+               "what the scrape interval can explain", AT_MOST)),
+    (Chart("gpus", "GPUs held per tenant over the run (API timelines)", "GPUs"),)))
+
+
+@dataclass(frozen=True)
+class Held:
+    """A pod of the run holding GPUs from `start` to `end` (harness clock, from watch events)."""
+
+    namespace: str
+    pod: str
+    backend: str
+    queue: str  # the queue its job named, in the queues of the backend that holds it ('' none)
+    gpus: int
+    start: float
+    end: float
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.gpus * max(0.0, self.end - self.start)
+
+
+def gpu_hours_by(held: list[Held], key: dict[str, str]) -> dict[str, float]:
+    """GPU-hours summed by `key[namespace]` (namespaces not in `key` are left out)."""
+    totals: dict[str, float] = {}
+    for h in held:
+        if h.namespace in key:
+            totals[key[h.namespace]] = totals.get(key[h.namespace], 0.0) + h.gpu_seconds / 3600
+    return totals
+
+
+@dataclass(frozen=True)
+class PodSeries:
+    """What kube-state-metrics said of one pod over the window (newest values; None: never reported)."""
+
+    gpus: float
+    start: float | None          # kube_pod_container_state_started (else kube_pod_start_time)
+    completed: float | None      # kube_pod_completion_time
+    deleted: float | None        # kube_pod_deletion_timestamp
+    last_running: float | None   # the last scrape that saw it Running
+
+
+def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float) -> tuple[float, float]:
+    """Pure: (GPU-seconds of a pod inside the window, how uncertain that is). From its container's start to its
+    exact end where kube-state-metrics reported one (completion, deletion); else to the last scrape that saw it
+    Running, uncertain by a scrape (it ended before the next one; a busy exporter may report it a little late)."""
+    if pod.start is None or pod.last_running is None:
+        return 0.0, 0.0  # never started, or never seen running
+    ends = [t for t in (pod.completed, pod.deleted) if t is not None]
+    end = min(ends) if ends else pod.last_running
+    lo, hi = max(pod.start, window[0]), min(max(end, pod.start), window[1])
+    return pod.gpus * max(0.0, hi - lo), (0.0 if ends else pod.gpus * scrape_s)
+
+
+def unseen_resolution(held: list[Held], seen: set[str], scrape_s: float) -> float:
+    """Pure: GPU-seconds of the pods a scrape-based source may have missed: those it never saw Running that ran
+    for less than two scrapes (between two scrapes, or seen in neither)."""
+    return sum(h.gpu_seconds for h in held if h.pod not in seen and h.end - h.start < 2 * scrape_s)
+
+
+def beyond_resolution(measured: float, reference: float, resolution: float) -> float:
+    """Pure: the disagreement the measurement's resolution cannot explain, relative to the reference."""
+    excess = max(0.0, abs(measured - reference) - resolution)
+    if reference == 0:
+        return 0.0 if excess == 0 else 1.0
+    return excess / reference
+
+
+def in_use_over_time(held: list[Held], start: float, end: float, step_s: float) -> list[tuple[float, float]]:
+    points, t = [], start
+    while t <= end:
+        points.append((round(t - start, 1), float(sum(h.gpus for h in held if h.start <= t < h.end))))
+        t += step_s
+    return points

@@ -1,0 +1,149 @@
+"""Governance 6 — cost attribution.
+
+Runs after every other test of the run, over every pod the run's jobs ran (every suite, every
+backend): GPU-hours per tenant from the API timelines the harness watched, against kube-state-metrics
+in Prometheus (GPU requests of the pods while Running, per namespace), and per queue against each
+scheduler's own usage metric. Prometheus sees a pod only at its scrapes, so short jobs are counted to
+the scrape interval: the threshold is relative, and the subqueries run at the scrape interval.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from harness import backends
+from harness.config import RunConfig
+from harness.criteria.governance import cost_attribution as cost
+from harness.criteria.governance.cost_attribution import CRITERION, Held
+from harness.profile import Profile
+from harness.prometheus import Prometheus, poll
+from harness.record.evidence import Evidence
+from harness.target import Target
+
+CHART_STEP_S = 5.0
+STEP_S = 5  # subquery step: the sim's scrape interval (a coarser scrape blurs what only sampled series say)
+ROWS_SHOWN = 300
+SETTLE_S = 3 * STEP_S  # the last scrapes of the last pods
+
+
+def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, window: tuple[float, float],
+                  ev: Evidence, held: list[Held]) -> dict[str, tuple[float, float]]:
+    """GPU-hours per namespace from kube-state-metrics, with their resolution: each pod's GPU requests from its
+    container's start to its completion or deletion (exact series) or its last scrape seen Running."""
+    selector = f'namespace=~"{"|".join(namespaces)}"'
+    span = f"{int(time.time() - window[0]) + 2 * STEP_S}s"
+    ksm_resource = resource.replace(".", "_").replace("/", "_")
+
+    def per_pod(query: str) -> dict[tuple[str, str], float]:
+        samples = prometheus.instant(query)
+        return {(s.labels.get("namespace", ""), s.labels.get("pod", "")): s.value for s in samples}
+    newest = "max by (namespace, pod) (max_over_time({}{{{}}}[{}]))"
+    gpus = per_pod(newest.format("kube_pod_container_resource_requests", f'resource="{ksm_resource}", {selector}',
+                                 span))
+    # the container's own start (running), not the pod's (accepted by the node, before its containers start)
+    starts = {**per_pod(newest.format("kube_pod_start_time", selector, span)),
+              **per_pod(newest.format("kube_pod_container_state_started", selector, span))}
+    completed = per_pod(newest.format("kube_pod_completion_time", selector, span))
+    deleted = per_pod(newest.format("kube_pod_deletion_timestamp", selector, span))
+    running = per_pod(f'max by (namespace, pod) (max_over_time(timestamp(kube_pod_status_phase{{phase="Running", '
+                      f'{selector}}} == 1)[{span}:{STEP_S}s]))')
+    api_seconds = {h.pod: h.gpu_seconds for h in held}
+    totals: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, resolution in GPU-hours)
+    rows = []
+    for key, count in sorted(gpus.items(), key=lambda item: starts.get(item[0]) or 0.0):
+        pod = cost.PodSeries(count, starts.get(key), completed.get(key), deleted.get(key), running.get(key))
+        seconds, uncertain = cost.pod_gpu_seconds(pod, window, STEP_S)
+        hours, resolution = totals.get(key[0], (0.0, 0.0))
+        totals[key[0]] = (hours + seconds / 3600, resolution + uncertain / 3600)
+        if seconds or key[1] in api_seconds:
+            rows.append({"pod": f"{key[0]}/{key[1]}", "GPUs": f"{count:g}",
+                         "GPU-seconds (API)": f"{api_seconds.get(key[1], 0.0):.1f}",
+                         "GPU-seconds (kube-state-metrics)": f"{seconds:.1f} ± {uncertain:.1f}"})
+    seen = {pod for (_, pod) in running}
+    for namespace in namespaces:
+        missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S) / 3600
+        hours, resolution = totals.get(namespace, (0.0, 0.0))
+        totals[namespace] = (hours, resolution + missed)
+    unseen = [h for h in held if h.pod not in seen]
+    ev.tables["cost: each pod of the run"] = rows[:ROWS_SHOWN]
+    ev.note(f"{len(unseen)} of the run's {len(held)} pods were never scraped Running (shorter than a scrape "
+            f"interval of {STEP_S}s, mostly); their GPU-seconds count in the resolution, not as disagreement")
+    ev.promql.append((newest.format("kube_pod_container_state_started", selector, span) + " (and _completion_time, "
+                      "_deletion_timestamp, GPU requests, last seen Running)",
+                      ", ".join(f"{ns}: {h:.4f} ± {r:.4f} GPU-h" for ns, (h, r) in sorted(totals.items()))
+                      or "no series"))
+    return totals
+
+
+def queue_gpu_hours(prometheus: Prometheus, promql: str, window_s: int, ev: Evidence) -> float | None:
+    query = f"sum_over_time(({promql})[{window_s}s:{STEP_S}s]) * {STEP_S} / 3600"
+    samples = prometheus.instant(query)
+    ev.promql.append((query, f"{samples[0].value:.4f}" if samples else "no series"))
+    return samples[0].value if samples else None
+
+
+@pytest.mark.gpupoc_last
+def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prometheus, gpus_held: list[Held],
+                          gpupoc_config: RunConfig, evidence: Callable[[str], Evidence]) -> None:
+    ev = evidence(CRITERION.id)
+    if not gpus_held:
+        pytest.skip("no job of this run held GPUs before this check: cost attribution is computed over the run's "
+                    "jobs, so run it with the suites whose jobs it attributes")
+    start, end = min(h.start for h in gpus_held), time.time()
+    # every target scraped once more since the last pod ended: the series say all there is to say
+    poll(lambda: prometheus.instant("min(timestamp(up))"), lambda s: bool(s) and s[0].value > end, SETTLE_S)
+    window_s = int(end - start) + 2 * STEP_S
+    tenant_of = {t.namespace: t.name for t in queue_model.tenants}
+    api = cost.gpu_hours_by(gpus_held, tenant_of)
+    ksm_by_ns = ksm_gpu_hours(prometheus, list(tenant_of), queue_model.gpu.resource, (start, end), ev, gpus_held)
+    rows, worst = [], 0.0
+    for tenant in queue_model.tenants:
+        mine = api.get(tenant.name, 0.0)
+        theirs, resolution = ksm_by_ns.get(tenant.namespace, (0.0, 0.0))
+        off = cost.beyond_resolution(theirs, mine, resolution)
+        worst = max(worst, off)
+        rows.append({"tenant": tenant.name, "GPU-hours (API timelines)": f"{mine:.4f}",
+                     "GPU-hours (kube-state-metrics)": f"{theirs:.4f} ± {resolution:.4f}",
+                     "disagreement beyond the scrape resolution": f"{off:.1%}"})
+    ev.tables["cost: GPU-hours per tenant over the run"] = rows
+    ev.expect("max_tenant_disagreement", round(worst, 4))
+
+    queue_rows, worst_queue = [], None
+    for name in sorted({h.backend for h in gpus_held}):
+        system = backends.ALL[name].queued_by or name
+        usage = backends.ALL[system].queue_usage
+        if usage is None or not usage.promql:
+            continue
+        for tenant in queue_model.tenants:
+            queue = tenant.queues.get(system)
+            if not queue:
+                continue
+            # by the queue each job named (a job in another tenant's queue counts there, as the scheduler counts it)
+            held = [h for h in gpus_held if h.queue == queue and (backends.ALL[h.backend].queued_by or h.backend)
+                    == system]
+            mine = sum(h.gpu_seconds for h in held) / 3600
+            # a sampled gauge: a scrape at either end of each pod; pods between two scrapes may be missed
+            resolution = (sum(h.gpus for h in held) * STEP_S + cost.unseen_resolution(held, set(), STEP_S)) / 3600
+            theirs = queue_gpu_hours(prometheus, usage.promql.format(queue=queue, resource=queue_model.gpu.resource),
+                                     window_s, ev)
+            off = cost.beyond_resolution(theirs or 0.0, mine, resolution)
+            worst_queue = max(worst_queue or 0.0, off)
+            queue_rows.append({"queue": f"{system} {queue}", "tenant": tenant.name,
+                               "GPU-hours (API timelines)": f"{mine:.4f}",
+                               "GPU-hours (scheduler metric)": ("no series" if theirs is None
+                                                                else f"{theirs:.4f} ± {resolution:.4f}"),
+                               "disagreement beyond the scrape resolution": f"{off:.1%}"})
+    ev.tables["cost: GPU-hours per queue over the run"] = queue_rows
+    if worst_queue is None:
+        ev.not_checked("max_queue_disagreement", "no job of the run went through a scheduler with a per-queue "
+                       "usage metric")
+    else:
+        ev.expect("max_queue_disagreement", round(worst_queue, 4))
+    ev.note(f"{len(gpus_held)} pods held GPUs over {end - start:.0f}s of the run; Prometheus subqueries at "
+            f"{STEP_S}s steps")
+    ev.series["gpus"] = {t.name: cost.in_use_over_time([h for h in gpus_held if h.namespace == t.namespace],
+                                                       start, end, CHART_STEP_S) for t in queue_model.tenants}
+    ev.verdict()
