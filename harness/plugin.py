@@ -237,13 +237,15 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
 @pytest.fixture()
 def submitted(pytestconfig: pytest.Config) -> list[Submitted]:
     """Every object the run's tests submitted so far (for the audit criterion, which runs last)."""
-    return list(pytestconfig.stash.get(SUBMITTED_KEY, []))
+    found: list[Submitted] = pytestconfig.stash.get(SUBMITTED_KEY, [])
+    return list(found)
 
 
 @pytest.fixture()
 def gpus_held(pytestconfig: pytest.Config) -> list[Held]:
     """When each pod the run's tests submitted so far held GPUs (for cost attribution, which runs last)."""
-    return list(pytestconfig.stash.get(HELD_KEY, []))
+    found: list[Held] = pytestconfig.stash.get(HELD_KEY, [])
+    return list(found)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

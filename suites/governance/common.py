@@ -12,7 +12,8 @@ from harness.criteria.training.queue_fairness import Interval
 from harness.errors import WaitTimeout
 from harness.jobs import JobSystem
 from harness.profile import Profile, Tenant
-from suites.training.common import belongs, first_seen, running_intervals, state_is
+from harness.workloads import running_intervals
+from suites.training.common import belongs, first_seen, state_is
 
 STARTED = ("admitted", "running", "succeeded")
 

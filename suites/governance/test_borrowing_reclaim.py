@@ -29,7 +29,8 @@ from harness.prometheus import Prometheus, poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, job_size, submit_and_wait_running)
-from suites.training.common import LONG_RUN_S, belongs, require, running_intervals, state_is
+from harness.workloads import running_intervals
+from suites.training.common import LONG_RUN_S, belongs, require, state_is
 
 CHART_STEP_S = 1.0
 METRIC_SETTLE_S = 30.0  # for a queue's status and a few scrapes of its metric to show what the pods hold

@@ -111,7 +111,8 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
     ev.tables["cost: GPU-hours per tenant over the run"] = rows
     ev.expect("max_tenant_disagreement", round(worst, 4))
 
-    queue_rows, worst_queue = [], None
+    queue_rows: list[dict[str, str]] = []
+    worst_queue: float | None = None
     for name in sorted({h.backend for h in gpus_held}):
         system = backends.ALL[name].queued_by or name
         usage = backends.ALL[system].queue_usage
@@ -127,14 +128,14 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
             mine = sum(h.gpu_seconds for h in held) / 3600
             # a sampled gauge: a scrape at either end of each pod; pods between two scrapes may be missed
             resolution = (sum(h.gpus for h in held) * STEP_S + cost.unseen_resolution(held, set(), STEP_S)) / 3600
-            theirs = queue_gpu_hours(prometheus, usage.promql.format(queue=queue, resource=queue_model.gpu.resource),
+            metric = queue_gpu_hours(prometheus, usage.promql.format(queue=queue, resource=queue_model.gpu.resource),
                                      window_s, ev)
-            off = cost.beyond_resolution(theirs or 0.0, mine, resolution)
+            off = cost.beyond_resolution(metric or 0.0, mine, resolution)
             worst_queue = max(worst_queue or 0.0, off)
             queue_rows.append({"queue": f"{system} {queue}", "tenant": tenant.name,
                                "GPU-hours (API timelines)": f"{mine:.4f}",
-                               "GPU-hours (scheduler metric)": ("no series" if theirs is None
-                                                                else f"{theirs:.4f} ± {resolution:.4f}"),
+                               "GPU-hours (scheduler metric)": ("no series" if metric is None
+                                                                else f"{metric:.4f} ± {resolution:.4f}"),
                                "disagreement beyond the scrape resolution": f"{off:.1%}"})
     ev.tables["cost: GPU-hours per queue over the run"] = queue_rows
     if worst_queue is None:

@@ -92,7 +92,8 @@ def served(dynamic: DynamicClient, group: str, resource: str) -> str | None:
         return None
     versions = sorted({r.api_version for r in found if getattr(r, "group", "") == group})
     preferred = [r.api_version for r in found if getattr(r, "preferred", False) and getattr(r, "group", "") == group]
-    return (preferred or versions or [None])[0]
+    chosen = (preferred or versions or [None])[0]
+    return str(chosen) if chosen else None
 
 
 def review(api: client.ApiClient, tenant: Tenant, action: Action) -> str:

@@ -14,7 +14,6 @@ from harness.target import Target
 from harness.timeline import Timeline, pods_over_time
 from harness.tracker import Objects
 from harness.jobs import MEMBER_KIND, JobSystem
-from harness.workloads import running_intervals
 
 LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
 

@@ -25,7 +25,8 @@ from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.jobs import JobSystem
-from suites.training.common import (attach_timeline, bound_pods, first_seen, gpu_nodes, require, running_intervals,
+from harness.workloads import running_intervals
+from suites.training.common import (attach_timeline, bound_pods, first_seen, gpu_nodes, require,
                                     wait_until_a_tenant_has_none_waiting)
 
 OVERSUBSCRIPTION = 3   # the first tenant alone asks for this many times the cluster
