@@ -36,6 +36,8 @@ class Tenant:
     queues: dict[str, str]
     context: str | None = None  # the tenant's own kubeconfig context; else the runner impersonates `identity`
     limit_gpus: int | None = None  # the most GPUs it may hold, borrowing included (None: no cap)
+    dev_queues: dict[str, str] = field(default_factory=dict)  # backend -> its development (interactive) queue
+    dev_gpus: int = 0  # GPUs its development queue is guaranteed
 
     @property
     def borrowing_gpus(self) -> int | None:
@@ -118,7 +120,8 @@ class _Fields:
 
 def _tenant(item: Any, index: int, source: str) -> Tenant:
     f = _Fields(item, f"tenants[{index}]", source)
-    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "limit_gpus", "queues", "context"))
+    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "limit_gpus", "queues", "dev_queues", "dev_gpus",
+            "context"))
     weight = f.get("weight", (int, float))
     if weight <= 0:
         raise f.fail("weight", f"must be greater than 0, got {weight}")
@@ -131,9 +134,15 @@ def _tenant(item: Any, index: int, source: str) -> Tenant:
                      f"borrowing included; got {limit}")
     queues = f.child("queues") if "queues" in f.data else _Fields({}, f._where("queues"), source)
     queues.only(BACKENDS)
+    dev_queues = f.child("dev_queues") if "dev_queues" in f.data else _Fields({}, f._where("dev_queues"), source)
+    dev_queues.only(BACKENDS)
+    dev_gpus = f.get("dev_gpus", int, 0)
+    if dev_gpus < 0 or (dev_queues.data and dev_gpus < 1):
+        raise f.fail("dev_gpus", f"must be at least 1 where the tenant has development queues, got {dev_gpus}")
     return Tenant(name=f.get("name", str), namespace=f.get("namespace", str), identity=f.get("identity", str),
                   weight=float(weight), quota_gpus=quota, limit_gpus=limit,
-                  queues={k: queues.get(k, str) for k in queues.data}, context=f.get("context", str, None))
+                  queues={k: queues.get(k, str) for k in queues.data}, context=f.get("context", str, None),
+                  dev_queues={k: dev_queues.get(k, str) for k in dev_queues.data}, dev_gpus=dev_gpus)
 
 
 def _thresholds(f: _Fields) -> dict[str, dict[str, float]]:

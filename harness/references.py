@@ -1,5 +1,5 @@
 """What a profile names must exist on a cluster whose queue model is its own (--queue-model keep): the tenants'
-namespaces, and each tenant's queue on every backend that is installed. Checked before any test creates anything."""
+namespaces, and each tenant's queues (training, development) on every backend that is installed. Checked before any test creates anything."""
 
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ def missing_references(api: client.ApiClient, profile: Profile, backends: tuple[
         except ResourceNotFoundError:
             continue  # the backend is not installed: its tests SKIP with that reason
         for tenant in profile.tenants:
-            queue = tenant.queues.get(backend)
-            if not queue or (namespaced and tenant.namespace not in namespaces):
-                continue
-            try:
-                resource.get(name=queue, namespace=tenant.namespace if namespaced else None)
-            except NotFoundError:
-                where = f" in {tenant.namespace}" if namespaced else ""
-                missing.append(f"{backend} {kind} {queue}{where} (tenant {tenant.name})")
+            for queue in (tenant.queues.get(backend), tenant.dev_queues.get(backend)):
+                if not queue or (namespaced and tenant.namespace not in namespaces):
+                    continue
+                try:
+                    resource.get(name=queue, namespace=tenant.namespace if namespaced else None)
+                except NotFoundError:
+                    where = f" in {tenant.namespace}" if namespaced else ""
+                    missing.append(f"{backend} {kind} {queue}{where} (tenant {tenant.name})")
     return missing
 
 

@@ -93,7 +93,8 @@ def profile_names(config: pytest.Config) -> set[str]:
     record = config.stash.get(RECORD_KEY, None)
     tenants = (record.profile.get("tenants") if record else None) or []
     return {str(v) for t in tenants for v in (t.get("name"), t.get("namespace"), t.get("identity"),
-                                               *(t.get("queues") or {}).values()) if v}
+                                               *(t.get("queues") or {}).values(),
+                                               *(t.get("dev_queues") or {}).values()) if v}
 
 
 def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]:

@@ -51,22 +51,24 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     running = per_pod(f'max by (namespace, pod) (max_over_time(timestamp(kube_pod_status_phase{{phase="Running", '
                       f'{selector}}} == 1)[{span}:{STEP_S}s]))')
     api_seconds = {h.pod: h.gpu_seconds for h in held}
-    totals: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, resolution in GPU-hours)
+    seconds_of: dict[str, float] = {}
+    uncertain_of: dict[str, list[float]] = {}
     rows = []
     for key, count in sorted(gpus.items(), key=lambda item: starts.get(item[0]) or 0.0):
         pod = cost.PodSeries(count, starts.get(key), completed.get(key), deleted.get(key), running.get(key))
         seconds, uncertain = cost.pod_gpu_seconds(pod, window, STEP_S)
-        hours, resolution = totals.get(key[0], (0.0, 0.0))
-        totals[key[0]] = (hours + seconds / 3600, resolution + uncertain / 3600)
+        seconds_of[key[0]] = seconds_of.get(key[0], 0.0) + seconds
+        uncertain_of.setdefault(key[0], []).append(uncertain)
         if seconds or key[1] in api_seconds:
             rows.append({"pod": f"{key[0]}/{key[1]}", "GPUs": f"{count:g}",
                          "GPU-seconds (API)": f"{api_seconds.get(key[1], 0.0):.1f}",
                          "GPU-seconds (kube-state-metrics)": f"{seconds:.1f} ± {uncertain:.1f}"})
     seen = {pod for (_, pod) in running}
+    totals: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, resolution in GPU-hours)
     for namespace in namespaces:
-        missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S) / 3600
-        hours, resolution = totals.get(namespace, (0.0, 0.0))
-        totals[namespace] = (hours, resolution + missed)
+        missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S)
+        resolution = cost.combined(uncertain_of.get(namespace, [])) + missed
+        totals[namespace] = (seconds_of.get(namespace, 0.0) / 3600, resolution / 3600)
     unseen = [h for h in held if h.pod not in seen]
     ev.tables["cost: each pod of the run"] = rows[:ROWS_SHOWN]
     ev.note(f"{len(unseen)} of the run's {len(held)} pods were never scraped Running (shorter than a scrape "
@@ -113,8 +115,7 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
 
     queue_rows: list[dict[str, str]] = []
     worst_queue: float | None = None
-    for name in sorted({h.backend for h in gpus_held}):
-        system = backends.ALL[name].queued_by or name
+    for system in sorted({backends.ALL[h.backend].queued_by or h.backend for h in gpus_held}):
         usage = backends.ALL[system].queue_usage
         if usage is None or not usage.promql:
             continue
@@ -126,8 +127,9 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
             held = [h for h in gpus_held if h.queue == queue and (backends.ALL[h.backend].queued_by or h.backend)
                     == system]
             mine = sum(h.gpu_seconds for h in held) / 3600
-            # a sampled gauge: a scrape at either end of each pod; pods between two scrapes may be missed
-            resolution = (sum(h.gpus for h in held) * STEP_S + cost.unseen_resolution(held, set(), STEP_S)) / 3600
+            # a sampled gauge: each pod's start and end known to a scrape; pods between two scrapes may be missed
+            resolution = (cost.combined([h.gpus * STEP_S for h in held], ends=2)
+                          + cost.unseen_resolution(held, set(), STEP_S)) / 3600
             metric = queue_gpu_hours(prometheus, usage.promql.format(queue=queue, resource=queue_model.gpu.resource),
                                      window_s, ev)
             off = cost.beyond_resolution(metric or 0.0, mine, resolution)

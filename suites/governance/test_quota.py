@@ -24,6 +24,7 @@ from harness.criteria.governance.quota import CRITERION
 from harness.jobs import JobSystem
 from harness.manifests import labelled
 from harness.profile import Profile
+from harness.prometheus import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, held_reason, job_size, stays_waiting,
@@ -122,9 +123,4 @@ def test_gpu_resource_quota_refuses_at_creation(target: Target, queue_model: Pro
 
 def wait_for_quota_status(core: client.CoreV1Api, namespace: str, name: str, timeout_s: float = 10.0) -> bool:
     """The quota controller computes a new ResourceQuota's usage first; until then admission refuses everything."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (core.read_namespaced_resource_quota(name, namespace).status.hard or {}):
-            return True
-        time.sleep(0.2)
-    return False
+    return bool(poll(lambda: core.read_namespaced_resource_quota(name, namespace).status.hard, bool, timeout_s))

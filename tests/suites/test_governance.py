@@ -4,7 +4,9 @@ deliberately misconfigured cluster. The full criterion x backend matrix is `make
 
 Mechanisms: quota and ResourceQuota on Kueue (borrowingLimit) and the API server; borrowing and reclaim on KAI
 (its queue status and metric); isolation by RBAC (once per cluster) and by queue (Kueue's namespaced
-LocalQueue holds, Volcano's queue is open: a designed FAIL); audit from the API server's log file.
+LocalQueue holds, Volcano's queue is open: a designed FAIL); monitoring on Kueue (KAI's missing series: a
+designed FAIL); the development queue on Volcano (reclaim; Kueue's, by kube-scheduler's priority preemption,
+is the sensitivity test's); audit from the API server's log file; cost over the scenario's own pods.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resour
              "test_tenant_isolation.py::test_queue_isolation[volcano]",
              "test_monitoring_coverage.py::test_monitoring_coverage[kueue]",
              "test_monitoring_coverage.py::test_monitoring_coverage[kai]",
+             "test_queue_classes.py::test_queue_classes[volcano]",
              "test_audit.py::test_audit", "test_cost_attribution.py::test_cost_attribution")
 
 
@@ -50,7 +53,8 @@ def test_each_governance_criterion_once_per_mechanism(tmp_path: Path, sim_api: c
     passed = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("governance.quota", "kueue"), ("governance.quota", "-"), ("governance.tenant_isolation", "-"),
             ("governance.tenant_isolation", "kueue"), ("governance.audit", "-"),
-            ("governance.monitoring_coverage", "kueue"), ("governance.cost_attribution", "-")} <= passed, outcomes
+            ("governance.monitoring_coverage", "kueue"), ("governance.cost_attribution", "-"),
+            ("governance.queue_classes", "volcano")} <= passed, outcomes
     assert ("governance.tenant_isolation", "volcano", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
         assert ("governance.borrowing_reclaim", "kai") in passed, outcomes
@@ -199,3 +203,26 @@ def test_cost_attribution_fails_when_a_gpu_pod_bypasses_the_queues(sim_api: clie
     assert "governance.cost_attribution [-]: measured max_tenant_disagreement: 0." in result.stdout, \
         result.stdout[-3000:]
     assert "max_queue_disagreement" not in result.stdout.split("measured")[1].split("|")[0]  # the queue agrees
+
+
+def short_session_wait(data: dict[str, object]) -> None:
+    thresholds = data["thresholds"]
+    assert isinstance(thresholds, dict)
+    thresholds["governance.queue_classes"]["session_start_within_s"] = 10  # the session waits twice that
+
+
+def test_queue_classes_fails_when_the_development_queue_has_no_reserved_quota(
+        tmp_path: Path, sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
+    """Kueue's development ClusterQueue with no GPUs of its own: the session waits behind training."""
+    queues = DynamicClient(sim_api).resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
+    queue = queues.get(name="team-a-dev").to_dict()
+    for resource in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]:
+        if resource["name"] == "nvidia.com/gpu":
+            resource["nominalQuota"] = 0
+    queues.patch(name="team-a-dev", body={"spec": {"resourceGroups": queue["spec"]["resourceGroups"]}},
+                 content_type="application/merge-patch+json")
+    result = suite("suites/governance/test_queue_classes.py::test_queue_classes[kueue]", "--queue-model=keep",
+                   f"--profile={profile_variant(tmp_path, short_session_wait)}")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.queue_classes [kueue]: measured session_start_within_s: 20." in result.stdout, \
+        result.stdout[-3000:]

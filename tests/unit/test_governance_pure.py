@@ -110,7 +110,14 @@ def test_a_pod_without_an_exact_end_counts_to_its_last_scrape_seen_running_uncer
     exact = cost.PodSeries(8, start=100.0, completed=110.0, deleted=None, last_running=112.0)
     assert cost.pod_gpu_seconds(exact, (0.0, 1000.0), 5.0) == (80.0, 0.0)
     assert cost.pod_gpu_seconds(pod, (105.0, 108.0), 5.0)[0] == 24.0  # clipped to the window
+    assert cost.pod_gpu_seconds(pod, (200.0, 300.0), 5.0) == (0.0, 0.0)  # outside it: not even uncertain
     assert cost.pod_gpu_seconds(cost.PodSeries(8, None, None, None, None), (0, 1), 5.0) == (0.0, 0.0)
+
+
+def test_independent_end_errors_add_in_quadrature() -> None:
+    assert cost.combined([40.0] * 4) == pytest.approx(3 * (4 * 1600 / 12) ** 0.5)
+    assert cost.combined([40.0], ends=2) == pytest.approx(3 * (2 * 1600 / 12) ** 0.5)
+    assert cost.combined([]) == 0.0
 
 
 def test_pods_shorter_than_two_scrapes_that_a_scrape_never_saw_count_in_the_resolution() -> None:

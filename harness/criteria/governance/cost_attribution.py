@@ -57,15 +57,24 @@ class PodSeries:
 
 
 def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float) -> tuple[float, float]:
-    """Pure: (GPU-seconds of a pod inside the window, how uncertain that is). From its container's start to its
-    exact end where kube-state-metrics reported one (completion, deletion); else to the last scrape that saw it
-    Running, uncertain by a scrape (it ended before the next one; a busy exporter may report it a little late)."""
+    """Pure: (GPU-seconds of a pod inside the window, up to how much they may be off). From its container's start to
+    its exact end where kube-state-metrics reported one (completion, deletion); else to the last scrape that saw it
+    Running, off by up to a scrape (it ended before the next one; a busy exporter may report it a little late)."""
     if pod.start is None or pod.last_running is None:
         return 0.0, 0.0  # never started, or never seen running
     ends = [t for t in (pod.completed, pod.deleted) if t is not None]
     end = min(ends) if ends else pod.last_running
     lo, hi = max(pod.start, window[0]), min(max(end, pod.start), window[1])
-    return pod.gpus * max(0.0, hi - lo), (0.0 if ends else pod.gpus * scrape_s)
+    if hi <= lo:
+        return 0.0, 0.0
+    return pod.gpus * (hi - lo), (0.0 if ends else pod.gpus * scrape_s)
+
+
+def combined(uncertainties: list[float], sigmas: float = 3.0, ends: int = 1) -> float:
+    """Pure: the resolution of a sum of pods' GPU-seconds, each off by up to its own `u` (an end known only to a
+    scrape: uniform over [0, u); `ends` such ends per pod): independent errors add in quadrature, and the sum is
+    allowed `sigmas` standard deviations."""
+    return float(sigmas * (sum(u * u for u in uncertainties) * ends / 12) ** 0.5)
 
 
 def unseen_resolution(held: list[Held], seen: set[str], scrape_s: float) -> float:
