@@ -18,6 +18,8 @@ from harness import backends
 from harness.config import RunConfig
 from harness.criteria.governance import cost_attribution as cost
 from harness.criteria.governance.cost_attribution import CRITERION, Held
+from harness.criteria.governance.quota import gpus_over_time
+from harness.criteria.training.queue_fairness import Interval
 from harness.profile import Profile
 from harness.prometheus import Prometheus, poll
 from harness.record.evidence import Evidence
@@ -32,7 +34,7 @@ SETTLE_S = 3 * STEP_S  # the last scrapes of the last pods
 def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, window: tuple[float, float],
                   ev: Evidence, held: list[Held]) -> dict[str, tuple[float, float]]:
     """GPU-hours per namespace from kube-state-metrics, with their resolution: each pod's GPU requests from its
-    container's start to its completion or deletion (exact series) or its last scrape seen Running."""
+    container's start to its completion (exact series) or its last scrape seen Running."""
     selector = f'namespace=~"{"|".join(namespaces)}"'
     span = f"{int(time.time() - window[0]) + 2 * STEP_S}s"
     ksm_resource = resource.replace(".", "_").replace("/", "_")
@@ -47,7 +49,6 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     starts = {**per_pod(newest.format("kube_pod_start_time", selector, span)),
               **per_pod(newest.format("kube_pod_container_state_started", selector, span))}
     completed = per_pod(newest.format("kube_pod_completion_time", selector, span))
-    deleted = per_pod(newest.format("kube_pod_deletion_timestamp", selector, span))
     running = per_pod(f'max by (namespace, pod) (max_over_time(timestamp(kube_pod_status_phase{{phase="Running", '
                       f'{selector}}} == 1)[{span}:{STEP_S}s]))')
     api_seconds = {h.pod: h.gpu_seconds for h in held}
@@ -55,7 +56,7 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     uncertain_of: dict[str, list[float]] = {}
     rows = []
     for key, count in sorted(gpus.items(), key=lambda item: starts.get(item[0]) or 0.0):
-        pod = cost.PodSeries(count, starts.get(key), completed.get(key), deleted.get(key), running.get(key))
+        pod = cost.PodSeries(count, starts.get(key), completed.get(key), running.get(key))
         seconds, uncertain = cost.pod_gpu_seconds(pod, window, STEP_S)
         seconds_of[key[0]] = seconds_of.get(key[0], 0.0) + seconds
         uncertain_of.setdefault(key[0], []).append(uncertain)
@@ -74,7 +75,7 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     ev.note(f"{len(unseen)} of the run's {len(held)} pods were never scraped Running (shorter than a scrape "
             f"interval of {STEP_S}s, mostly); their GPU-seconds count in the resolution, not as disagreement")
     ev.promql.append((newest.format("kube_pod_container_state_started", selector, span) + " (and _completion_time, "
-                      "_deletion_timestamp, GPU requests, last seen Running)",
+                      "GPU requests, last seen Running)",
                       ", ".join(f"{ns}: {h:.4f} ± {r:.4f} GPU-h" for ns, (h, r) in sorted(totals.items()))
                       or "no series"))
     return totals
@@ -147,6 +148,7 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
         ev.expect("max_queue_disagreement", round(worst_queue, 4))
     ev.note(f"{len(gpus_held)} pods held GPUs over {end - start:.0f}s of the run; Prometheus subqueries at "
             f"{STEP_S}s steps")
-    ev.series["gpus"] = {t.name: cost.in_use_over_time([h for h in gpus_held if h.namespace == t.namespace],
-                                                       start, end, CHART_STEP_S) for t in queue_model.tenants}
+    ev.series["gpus"] = {t.name: gpus_over_time([Interval(t.name, h.start, h.end, h.gpus) for h in gpus_held
+                                                 if h.namespace == t.namespace], start, end, CHART_STEP_S)
+                         for t in queue_model.tenants}
     ev.verdict()

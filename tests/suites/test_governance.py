@@ -86,10 +86,18 @@ def reference_queue_model_afterwards() -> Iterator[None]:
     gpupoc("setup")
 
 
-def short_reclaim(data: dict[str, object]) -> None:
-    thresholds = data["thresholds"]
-    assert isinstance(thresholds, dict)
-    thresholds["governance.borrowing_reclaim"]["reclaim_within_s"] = 10  # the lender waits twice that
+def threshold(criterion: str, name: str, value: float) -> Callable[[dict[str, object]], None]:
+    """A profile change: one threshold set to `value`."""
+    def change(data: dict[str, object]) -> None:
+        thresholds = data["thresholds"]
+        assert isinstance(thresholds, dict)
+        thresholds[criterion][name] = value
+    return change
+
+
+# the wait is twice the threshold: 20 s
+RECLAIM_IN_10_S = threshold("governance.borrowing_reclaim", "reclaim_within_s", 10)
+SESSION_IN_10_S = threshold("governance.queue_classes", "session_start_within_s", 10)
 
 
 def test_borrowing_reclaim_fails_when_the_cohort_does_not_reclaim(
@@ -99,7 +107,7 @@ def test_borrowing_reclaim_fails_when_the_cohort_does_not_reclaim(
         queues.patch(name=name, body={"spec": {"preemption": {"reclaimWithinCohort": "Never"}}},
                      content_type="application/merge-patch+json")
     result = suite("suites/governance/test_borrowing_reclaim.py::test_borrowing_reclaim[kueue]", "--queue-model=keep",
-                   f"--profile={profile_variant(tmp_path, short_reclaim)}")
+                   f"--profile={profile_variant(tmp_path, RECLAIM_IN_10_S)}")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.borrowing_reclaim [kueue]: measured reclaim_within_s: 20." in result.stdout, \
         result.stdout[-3000:]
@@ -205,12 +213,6 @@ def test_cost_attribution_fails_when_a_gpu_pod_bypasses_the_queues(sim_api: clie
     assert "max_queue_disagreement" not in result.stdout.split("measured")[1].split("|")[0]  # the queue agrees
 
 
-def short_session_wait(data: dict[str, object]) -> None:
-    thresholds = data["thresholds"]
-    assert isinstance(thresholds, dict)
-    thresholds["governance.queue_classes"]["session_start_within_s"] = 10  # the session waits twice that
-
-
 def test_queue_classes_fails_when_the_development_queue_has_no_reserved_quota(
         tmp_path: Path, sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
     """Kueue's development ClusterQueue with no GPUs of its own: the session waits behind training."""
@@ -222,7 +224,7 @@ def test_queue_classes_fails_when_the_development_queue_has_no_reserved_quota(
     queues.patch(name="team-a-dev", body={"spec": {"resourceGroups": queue["spec"]["resourceGroups"]}},
                  content_type="application/merge-patch+json")
     result = suite("suites/governance/test_queue_classes.py::test_queue_classes[kueue]", "--queue-model=keep",
-                   f"--profile={profile_variant(tmp_path, short_session_wait)}")
+                   f"--profile={profile_variant(tmp_path, SESSION_IN_10_S)}")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.queue_classes [kueue]: measured session_start_within_s: 20." in result.stdout, \
         result.stdout[-3000:]

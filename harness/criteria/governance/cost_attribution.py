@@ -52,17 +52,17 @@ class PodSeries:
     gpus: float
     start: float | None          # kube_pod_container_state_started (else kube_pod_start_time)
     completed: float | None      # kube_pod_completion_time
-    deleted: float | None        # kube_pod_deletion_timestamp
     last_running: float | None   # the last scrape that saw it Running
+    # (not kube_pod_deletion_timestamp: a graceful deletion sets it to the request time plus the grace period)
 
 
 def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float) -> tuple[float, float]:
     """Pure: (GPU-seconds of a pod inside the window, up to how much they may be off). From its container's start to
-    its exact end where kube-state-metrics reported one (completion, deletion); else to the last scrape that saw it
-    Running, off by up to a scrape (it ended before the next one; a busy exporter may report it a little late)."""
+    its completion where kube-state-metrics reported one (exact); else to the last scrape that saw it Running, off
+    by up to a scrape (it ended before the next one; a busy exporter may report it a little late)."""
     if pod.start is None or pod.last_running is None:
         return 0.0, 0.0  # never started, or never seen running
-    ends = [t for t in (pod.completed, pod.deleted) if t is not None]
+    ends = [pod.completed] if pod.completed is not None else []
     end = min(ends) if ends else pod.last_running
     lo, hi = max(pod.start, window[0]), min(max(end, pod.start), window[1])
     if hi <= lo:
@@ -89,11 +89,3 @@ def beyond_resolution(measured: float, reference: float, resolution: float) -> f
     if reference == 0:
         return 0.0 if excess == 0 else 1.0
     return excess / reference
-
-
-def in_use_over_time(held: list[Held], start: float, end: float, step_s: float) -> list[tuple[float, float]]:
-    points, t = [], start
-    while t <= end:
-        points.append((round(t - start, 1), float(sum(h.gpus for h in held if h.start <= t < h.end))))
-        t += step_s
-    return points
