@@ -187,23 +187,24 @@ def test_a_kai_job_whose_pod_kai_reclaimed_has_failed_and_says_who_took_it(sim_a
     """KAI evicts by deleting the pod, and a bare pod is not recreated: the job is lost, not stuck admitted."""
     if not cluster.component_running("kai-scheduler"):
         pytest.skip("the sim runs without KAI-Scheduler (GPUPOC_SIM_SCHEDULERS)")
+    # team-a may hold the whole cluster (limit_gpus 32, quota 24); team-b then claims a node within its quota
     team_a, team_b = queue_model.tenant("team-a"), queue_model.tenant("team-b")
     tracked = Workloads(sim_api, backends.ALL["kai"], "kai-reclaim", "test_kai_reclaim", queue_model.timeouts.delete)
     per_node = queue_model.gpu.per_node
     nodes = tracked.capacity_nodes(queue_model.gpu.resource, per_node)
     try:
-        for i in range(nodes):  # team-b takes every GPU, beyond its quota
-            tracked.submit(GangJob(f"over-{i}", team_b, pods=1, gpus_per_pod=per_node, run_for_s=600))
-        over = tracked.jobs(team_b.namespace)
+        for i in range(nodes):  # team-a takes every GPU, beyond its quota
+            tracked.submit(GangJob(f"over-{i}", team_a, pods=1, gpus_per_pod=per_node, run_for_s=600))
+        over = tracked.jobs(team_a.namespace)
         states = lambda objs: [tracked.job_status(o) for o in objs.values()]  # noqa: E731
-        over.wait_until("team-b runs on every GPU", lambda objs: [s.state for s in states(objs)] == ["running"] * nodes,
+        over.wait_until("team-a runs on every GPU", lambda objs: [s.state for s in states(objs)] == ["running"] * nodes,
                         timeout_s=queue_model.timeouts.admit)
-        tracked.submit(GangJob("claim", team_a, pods=1, gpus_per_pod=per_node, run_for_s=600))  # within team-a's
-        done = over.wait_until("KAI reclaims one team-b job", lambda objs: any(s.state == "failed" for s in states(objs)),
+        tracked.submit(GangJob("claim", team_b, pods=1, gpus_per_pod=per_node, run_for_s=600))  # within team-b's
+        done = over.wait_until("KAI reclaims one team-a job", lambda objs: any(s.state == "failed" for s in states(objs)),
                                timeout_s=queue_model.timeouts.admit)
         [lost] = [s for s in states(done) if s.state == "failed"]
-        assert "evicted: PreemptionByScheduler: " in lost.reason and "by workload poc-team-a/claim" in lost.reason
-        tracked.pods(team_b.namespace).wait_until("the evicted pod is gone", lambda objs: len(objs) == nodes - 1,
+        assert "evicted: PreemptionByScheduler: " in lost.reason and "by workload poc-team-b/claim" in lost.reason
+        tracked.pods(team_a.namespace).wait_until("the evicted pod is gone", lambda objs: len(objs) == nodes - 1,
                                                   timeout_s=queue_model.timeouts.delete)
         assert [s.state for s in states(over.objects)].count("failed") == 1  # lost, not back to "admitted"
     finally:
