@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import requests
 from urllib3.util.retry import Retry
@@ -26,8 +26,6 @@ QUERY_TIMEOUT_S = 10.0
 READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
 _HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3})")  # how prometheus-api-client words a refusal
 TOKEN_ENV = "GPUPOC_PROMETHEUS_TOKEN"  # a bearer token for a Prometheus behind auth; never printed
-POLL_S = 1.0  # Prometheus scrapes on its own schedule: there is no event to watch for a sample
-T = TypeVar("T")
 
 
 class PrometheusUnavailable(HarnessError):
@@ -56,16 +54,6 @@ def transient(exc: BaseException) -> str | None:
     if status and int(status.group(1)) in (429, 502, 503, 504):
         return f"HTTP {status.group(1)}"
     return None
-
-
-def poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float = POLL_S) -> T:
-    """Read until `done(reading)` or the timeout; the last reading either way (the caller says what a miss means)."""
-    deadline = time.monotonic() + timeout_s
-    reading = read()
-    while not done(reading) and time.monotonic() < deadline:
-        time.sleep(poll_s)
-        reading = read()
-    return reading
 
 
 class Prometheus:

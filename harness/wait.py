@@ -13,7 +13,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import urllib3.exceptions
 from kubernetes import watch
@@ -21,6 +21,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.resource import Resource
 from harness.errors import HarnessError, WaitTimeout
 
+T = TypeVar("T")
+# for what has no event to watch: Prometheus scrapes on its own schedule, a controller updates a status on its own
+POLL_S = 1.0
 Predicate = Callable[[Any], bool]
 Describe = Callable[[Any], str]
 HTTP_GONE = 410
@@ -178,3 +181,13 @@ def wait_for_set(list_func: Source | Callable[..., Any], what: str, done: Callab
         if kind != LISTED and done(objects):
             return objects
     raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {describe(objects)}")
+
+
+def poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float = POLL_S) -> T:
+    """Read until `done(reading)` or the timeout; the last reading either way (the caller says what a miss means)."""
+    deadline = time.monotonic() + timeout_s
+    reading = read()
+    while not done(reading) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        reading = read()
+    return reading

@@ -20,7 +20,7 @@ from harness.config import RunConfig
 from harness.criteria.governance import audit
 from harness.criteria.governance.audit import CRITERION
 from harness.profile import Profile
-from harness.prometheus import poll
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.sim import cluster
 from harness.target import Target

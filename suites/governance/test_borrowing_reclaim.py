@@ -25,7 +25,8 @@ from harness.criteria.governance.quota import gpus_over_time
 from harness.errors import WaitTimeout
 from harness.jobs import JobSystem
 from harness.profile import Profile, Tenant
-from harness.prometheus import Prometheus, poll
+from harness.prometheus import Prometheus
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, job_size, submit_and_wait_running)

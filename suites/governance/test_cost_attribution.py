@@ -21,7 +21,8 @@ from harness.criteria.governance.cost_attribution import CRITERION, Held
 from harness.criteria.governance.quota import gpus_over_time
 from harness.criteria.training.queue_fairness import Interval
 from harness.profile import Profile
-from harness.prometheus import Prometheus, poll
+from harness.prometheus import Prometheus
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 

@@ -19,7 +19,8 @@ from harness.criteria.governance import monitoring_coverage as coverage
 from harness.criteria.governance.monitoring_coverage import COMMON, CRITERION, GPU_UTILISATION
 from harness.jobs import JobSystem
 from harness.profile import Profile
-from harness.prometheus import Prometheus, poll
+from harness.prometheus import Prometheus
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from suites.governance.common import STARTED, submit_and_wait_running

@@ -24,7 +24,7 @@ from harness.criteria.governance.quota import CRITERION
 from harness.jobs import JobSystem
 from harness.manifests import labelled
 from harness.profile import Profile
-from harness.prometheus import poll
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, held_reason, job_size, stays_waiting,

@@ -15,7 +15,8 @@ from harness.backends.base import PREEMPTION_COUNTER
 from harness.criteria.training.priority_preemption import CRITERION, VICTIM_PODS, VICTIM_WORKLOADS, api_count
 from harness.errors import WaitTimeout
 from harness.profile import Profile
-from harness.prometheus import Prometheus, poll
+from harness.prometheus import Prometheus
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.jobs import JobSystem

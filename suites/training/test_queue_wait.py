@@ -18,7 +18,8 @@ from harness.criteria.training.queue_wait import (CRITERION, Buckets, bucket_del
                                                   summarize)
 from harness.errors import HarnessError
 from harness.profile import Profile
-from harness.prometheus import Prometheus, poll
+from harness.prometheus import Prometheus
+from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
 from harness.jobs import MEMBER_KIND, JobSystem
