@@ -262,6 +262,17 @@ def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
     return queue
 
 
+def disruption(pod: dict[str, Any]) -> str | None:
+    """Why a pod was evicted, from its DisruptionTarget condition (first line of the message: KAI appends its
+    per-queue usage lines); None without one."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    target = next((c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+    if target is None:
+        return None
+    first_line = (str(target.get("message") or "").splitlines() or [""])[0]
+    return f"{target.get('reason', '')}: {first_line}"
+
+
 def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 

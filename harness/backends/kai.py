@@ -17,6 +17,7 @@ from kubernetes import client
 
 from harness.backends.base import (Controllers, ADMITTED, FAILED, QUEUED, RETRY_POLICY, RUNNING, SUCCEEDED, Capabilities,
                                    GangJob, JobStatus, Monitoring, PreemptionCounter, QueueUsage, Series, allocated_gpus, created_at,
+                                   disruption,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 
@@ -70,12 +71,7 @@ def _evicted(pod: dict[str, Any]) -> bool:
 
 def _disruption(pod: dict[str, Any]) -> str:
     """KAI's eviction message (the DisruptionTarget condition it sets with --update-pod-eviction-condition)."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    target = next((c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
-    if target is None:
-        return "deleted before it finished"
-    first_line = (str(target.get("message") or "").splitlines() or [""])[0]  # then KAI's per-queue usage lines
-    return f"{target.get('reason', '')}: {first_line}"
+    return disruption(pod) or "deleted before it finished"
 
 
 def _last_finish(pods: Iterable[dict[str, Any]]) -> datetime | None:

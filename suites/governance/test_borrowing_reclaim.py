@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.backends import Backend, GangJob
-from harness.backends.base import QUEUE_QUOTA, QueueUsage
+from harness.backends.base import QUEUE_QUOTA, QueueUsage, disruption
 from harness.criteria.governance import borrowing_reclaim as reclaim
 from harness.criteria.governance.borrowing_reclaim import CRITERION
 from harness.criteria.governance.quota import gpus_over_time
@@ -76,10 +76,9 @@ def eviction_reason(workloads: JobSystem, job: GangJob) -> str:
     """The scheduler's reason for evicting `job`: its pods' DisruptionTarget condition, else the job's status."""
     tracker = workloads.members(job.tenant.namespace)
     for pod in [*tracker.gone.values(), *tracker.objects.values()]:
-        if belongs(pod, job):
-            for c in (pod.get("status") or {}).get("conditions") or []:
-                if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
-                    return f"{c.get('reason', '')}: {(str(c.get('message') or '').splitlines() or [''])[0]}"
+        reason = disruption(pod) if belongs(pod, job) else None
+        if reason:
+            return reason
     status = workloads.status_of(job, {**workloads.jobs(job.tenant.namespace).gone,
                                        **workloads.jobs(job.tenant.namespace).objects})
     return status.reason if status is not None and status.reason else "no reason given"
