@@ -67,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--schedulers", default=",".join(schedulers_from_env()) or "none",
                     help=f"comma-separated: kueue,volcano,kuberay,kai, or 'none' (default: %(default)s; "
                          f"from {SCHEDULERS_ENV} when set); kai needs `gpupoc sim build --with kai`")
+    up.add_argument("--no-serving", dest="serving", action="store_false",
+                    help="without the data plane (kube-proxy, model-server stand-ins, HPA metrics adapter): "
+                         "no Service answers, the inference suite is SKIP")
     _gpu_flags(up)
     sim_commands.add_parser("down", help="stop every process `sim up` started")
     sim_commands.add_parser("status", help="each component: pid, running, healthy, version")
@@ -251,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
             build.build(args.components, with_optional=args.with_optional)
             return 0
         case "up":
-            cluster.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args), schedulers=parse_schedulers(args.schedulers)))
+            cluster.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args), schedulers=parse_schedulers(args.schedulers),
+                                 serving=args.serving))
             return 0
         case "down":
             cluster.down()

@@ -28,6 +28,8 @@ SKIPPED_STAGING_PREFIX = "k8s.io/sample-"
 PINNED_BUILD_DATE = "2026-01-01T00:00:00Z"
 # KAI-Scheduler's processes (cmd/<name> without the prefix); prefixed so `scheduler` is not ambiguous.
 KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller")
+# kube-proxy runs in the sim's network namespace and routes Services to the model-server stand-ins.
+KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 OPTIONAL = {"kai": "kai-scheduler"}  # `--with` name -> recipe
 
 
@@ -136,9 +138,8 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
         Recipe("etcd", pins.etcd, ("etcd",), ("go.etcd.io/etcd/server/v3",),
                wrapper_go_mod=lambda: etcd_wrapper(pins, log_dir / "etcd.log")),
         Recipe("kubernetes", pins.kubernetes,
-               ("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
-               tuple(f"k8s.io/kubernetes/cmd/{b}" for b in
-                     ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),
+               KUBERNETES_BINARIES,
+               tuple(f"k8s.io/kubernetes/cmd/{b}" for b in KUBERNETES_BINARIES),
                ldflags=kubernetes_ldflags(pins.kubernetes),
                wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kubernetes.log")),
         Recipe("kwok", pins.kwok, ("kwok",), ("sigs.k8s.io/kwok/cmd/kwok",)),

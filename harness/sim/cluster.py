@@ -15,8 +15,9 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.errors import ConfigError, SimError
-from harness.sim import files, nodes, paths, pki, procs, stack
+from harness.sim import files, nodes, paths, pki, procs, serving, stack
 from harness.sim.components import Component, Layout, control_plane
+from harness.sim import netns
 from harness.sim.config import SimConfig, ports_from_env
 from harness.sim.paths import state_dir
 
@@ -65,6 +66,7 @@ def prometheus_url() -> str:
 def _component_state(component: Component, pid: int) -> dict[str, Any]:
     """What the state file keeps of a started component: enough to probe it, stop it and start it again."""
     return {"pid": pid, "binary": component.binary, "argv": list(component.argv), "env": dict(component.env),
+            "netns": component.netns,
             "port": component.port, "health_url": component.health_url,
             "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
             "version": component.version(), "stopped_by_user": False}
@@ -105,10 +107,16 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
     for name, user in (("kube-controller-manager", "system:kube-controller-manager"),
                        ("kube-scheduler", "system:kube-scheduler"), ("kwok-controller", "gpupoc-kwok"),
                        ("kueue", "gpupoc-kueue"), ("volcano", "gpupoc-volcano"), ("kuberay", "gpupoc-kuberay"),
-                       ("kube-state-metrics", "gpupoc-kube-state-metrics"), ("kai-scheduler", "gpupoc-kai-scheduler")):
+                       ("kube-state-metrics", "gpupoc-kube-state-metrics"), ("kai-scheduler", "gpupoc-kai-scheduler"),
+                       ("kube-proxy", "system:kube-proxy"), ("dataplane", "gpupoc-dataplane"),
+                       ("metrics-adapter", "gpupoc-metrics-adapter")):
         files.write_kubeconfig(lay.component_kubeconfig(name), files.kubeconfig(server, ca.cert, tokens[user]))
     token = lay.root / "prometheus.token"
-    prom = files.prometheus_config(cfg.ports, token, stack.scrape_jobs(cfg.ports, cfg.schedulers, token))
+    jobs = stack.scrape_jobs(cfg.ports, cfg.schedulers, token)
+    if cfg.serving:
+        jobs += serving.scrape_jobs(lay, cfg.ports)
+        serving.prepare(lay, cfg.ports)
+    prom = files.prometheus_config(cfg.ports, token, jobs)
     (lay.root / "prometheus.yml").write_text(json.dumps(prom, indent=2))
     stack.write_configs(lay, cfg.ports, cfg.schedulers)
 
@@ -158,17 +166,25 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     lay.root.mkdir(parents=True, exist_ok=True)
     components = control_plane(lay, cfg.ports)
     scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
+    if cfg.serving:
+        data_plane, kube_proxy = serving.components(lay, cfg.ports)
+        components.append(data_plane)
+        scheduler_components.append(kube_proxy)
     extra_ports = {"etcd peer": cfg.ports.etcd_peer} | stack.extra_ports(cfg.ports, cfg.schedulers)
+    if cfg.serving:
+        extra_ports |= serving.extra_ports(cfg.ports)
     _check_ports(components + scheduler_components, extra_ports)
     started = time.monotonic()
     _prepare_files(lay, cfg)
     state: dict[str, Any] = {"components": {}, "ports": {c.name: c.port for c in components},
                              "kubeconfig": str(lay.kubeconfig), "prometheus_url": f"http://127.0.0.1:{cfg.ports.prometheus}",
-                             "schedulers": list(cfg.schedulers), "started_at": time.time()}
+                             "schedulers": list(cfg.schedulers), "started_at": time.time(),
+                             "netns": serving.netns_name(cfg.ports) if cfg.serving else None}
 
     def launch(component: Component) -> int:
         pid = procs.start(list(component.argv), lay.log(component.name),
-                          env={**os.environ, **dict(component.env)} if component.env else None)
+                          env={**os.environ, **dict(component.env)} if component.env else None,
+                          netns_name=component.netns)
         state["components"][component.name] = _component_state(component, pid)
         state["ports"][component.name] = component.port
         _write_state(lay, state)
@@ -192,7 +208,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             stack.install_crds(api, cfg.schedulers)
             if "kai" in cfg.schedulers:
                 stack.create_kai_defaults(api)
-            start_together(scheduler_components)  # independent controllers, each with its own port
+        if scheduler_components:
+            start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:
                 stack.register_kueue_webhooks(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
@@ -223,6 +240,10 @@ def down(say: Say = print) -> list[str]:
             refused.append(f"{name} (pid {comp['pid']})")
     if refused:
         raise SimError(f"could not stop: {', '.join(refused)}; kill them by hand")
+    name = state.get("netns") or serving.netns_name(ports_from_env())
+    if netns.exists(name):
+        netns.delete(name)
+        say(f"  removed network namespace {name}")
     lay.state.unlink(missing_ok=True)
     shutil.rmtree(lay.data, ignore_errors=True)
     return refused
@@ -242,7 +263,7 @@ def _as_component(name: str, comp: dict[str, Any]) -> Component:
     token = comp.get("health_token")
     return Component(name, tuple(comp.get("argv") or (comp["binary"],)), comp["health_url"], comp["port"],
                      bearer_token_file=Path(token) if token else None, known_version=comp.get("version"),
-                     env=tuple((comp.get("env") or {}).items()))
+                     env=tuple((comp.get("env") or {}).items()), netns=comp.get("netns"))
 
 
 def stop_component(name: str, say: Say = print) -> None:
@@ -273,7 +294,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
                        "run `gpupoc sim down`, then `gpupoc sim up`")
     component = _as_component(name, comp)
     env = {**os.environ, **dict(component.env)} if component.env else None
-    pid = procs.start(list(component.argv), lay.log(name), env=env)
+    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     try:

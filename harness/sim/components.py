@@ -70,6 +70,7 @@ class Component:
     bearer_token_file: Path | None = None  # for health probes that need credentials
     known_version: str | None = None  # for binaries without a harmless --version flag
     env: tuple[tuple[str, str], ...] = ()  # added to the environment it starts with
+    netns: str | None = None  # runs inside this network namespace of the sim (kube-proxy)
 
     @property
     def binary(self) -> str:

@@ -185,6 +185,23 @@ class Ports:
     def kai_podgroupcontroller_health(self) -> int:
         return self.base + 648
 
+    # The data plane: its own health, the host's ends of the relays to kube-proxy, the metrics adapter.
+    @property
+    def dataplane_health(self) -> int:
+        return self.base + 660
+
+    @property
+    def kube_proxy_health(self) -> int:
+        return self.base + 661
+
+    @property
+    def kube_proxy_metrics(self) -> int:
+        return self.base + 662
+
+    @property
+    def metrics_adapter(self) -> int:
+        return self.base + 663
+
 
 def ports_from_env() -> Ports:
     raw = os.environ.get(PORT_BASE_ENV, str(DEFAULT_PORT_BASE))
@@ -210,6 +227,7 @@ class SimConfig:
     gpu: GpuSpec = field(default_factory=GpuSpec)
     ports: Ports = field(default_factory=ports_from_env)
     schedulers: tuple[str, ...] = field(default_factory=schedulers_from_env)
+    serving: bool = True  # the data plane: kube-proxy in the sim's namespace, model-server stand-ins, HPA metrics
 
     def __post_init__(self) -> None:
         if self.nodes < 0:

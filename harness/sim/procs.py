@@ -9,16 +9,20 @@ import subprocess
 import time
 from pathlib import Path
 
+from harness.sim import netns
+
 STOP_GRACE_S = 8.0
 LOG_TAIL_LINES = 20
 _children: dict[int, subprocess.Popen[bytes]] = {}  # started by this process: their exit status is ours to read
 
 
-def start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
-    """Start `argv` in its own session (it outlives gpupoc), output to `log`; return its pid."""
+def start(argv: list[str], log: Path, env: dict[str, str] | None = None, netns_name: str | None = None) -> int:
+    """Start `argv` in its own session (it outlives gpupoc), output to `log`, inside the sim's network
+    namespace `netns_name` when given; return its pid."""
+    enter = (lambda: netns.enter_for_exec(netns_name)) if netns_name else None
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
+                                start_new_session=True, env=env, preexec_fn=enter)
     _children[proc.pid] = proc
     return proc.pid
 

@@ -1,0 +1,255 @@
+"""The sim's data plane process: model-server stand-ins on pod IPs, and relays across the namespace line.
+
+One asyncio process (2 cores: one process serves every pod):
+- for each Running pod that asks for it (`sim.gpupoc.io/model-server: "true"`) and has an IP, a model-server
+  stand-in listening on the pod IP inside the sim's network namespace, and on a 127.0.0.1 port of the host
+  for Prometheus (file-based discovery: `model-servers.json`); once its `/health` answers, the pod is
+  annotated `sim.gpupoc.io/server-ready` and a kwok stage makes it Ready. Stopped when the pod goes.
+- relays: kube-proxy (inside the namespace) reaches the API server on the host's 127.0.0.1, and the host
+  reaches kube-proxy's health and metrics ports inside the namespace. Nothing else crosses.
+
+Run by `gpupoc sim up` as `python -m harness.sim.dataplane --config FILE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config as kube_config, watch
+
+from harness.sim import netns, standin
+
+log = logging.getLogger("gpupoc.dataplane")
+READY_ANNOTATION = "sim.gpupoc.io/server-ready"
+ERROR_ANNOTATION = "sim.gpupoc.io/server-error"
+HEALTH_POLL_S = 0.1
+WATCH_TIMEOUT_S = 300
+HOST = "host"
+
+
+@dataclass(frozen=True)
+class Relay:
+    """Accept on (listen_ns, 127.0.0.1:listen_port); connect to (target_ns, 127.0.0.1:target_port).
+    A namespace of HOST means the host's own."""
+
+    listen_ns: str
+    listen_port: int
+    target_ns: str
+    target_port: int
+
+
+def _socket_in(ns: str) -> socket.socket:
+    if ns == HOST:
+        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with netns.entered(ns):
+        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
+
+def listening_socket(ns: str, address: str, port: int) -> socket.socket:
+    sock = _socket_in(ns)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((address, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+async def start_relay(relay: Relay) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+
+    async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream = _socket_in(relay.target_ns)
+        upstream.setblocking(False)
+        try:
+            await loop.sock_connect(upstream, ("127.0.0.1", relay.target_port))
+        except OSError:
+            upstream.close()
+            writer.close()
+            return
+        up_reader, up_writer = await asyncio.open_connection(sock=upstream)
+        await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+
+    return await asyncio.start_server(connect, sock=listening_socket(relay.listen_ns, "127.0.0.1", relay.listen_port))
+
+
+@dataclass
+class Serving:
+    server: standin.ModelServer
+    listeners: list[asyncio.Server]
+    metrics_port: int
+    uid: str
+
+
+class StandIns:
+    """The model servers of the sim's serving pods, kept in step with the pods' watch events."""
+
+    def __init__(self, core: client.CoreV1Api, ns: str, file_sd: Path) -> None:
+        self.core, self.ns, self.file_sd = core, ns, file_sd
+        self.serving: dict[str, Serving] = {}
+        self._write_targets()
+
+    async def on_event(self, kind: str, pod: Any) -> None:
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        annotations = pod.metadata.annotations or {}
+        current = self.serving.get(key)
+        if current is not None and (kind == "DELETED" or current.uid != pod.metadata.uid):
+            await self._stop(key)
+            current = None
+        if kind == "DELETED" or current is not None or not standin.serves(annotations):
+            return
+        if pod.status.phase != "Running" or not pod.status.pod_ip or pod.metadata.deletion_timestamp:
+            return
+        try:
+            spec = standin.spec_from_pod(pod.metadata.name, pod.metadata.namespace, annotations,
+                                         pod.metadata.labels or {})
+        except ValueError as exc:
+            log.warning("%s: not served: %s", key, exc)
+            await asyncio.to_thread(self._annotate, pod, {ERROR_ANNOTATION: str(exc)})
+            return
+        await self._start(key, pod, spec)
+
+    async def _start(self, key: str, pod: Any, spec: standin.ServerSpec) -> None:
+        server = standin.ModelServer(spec)
+        try:
+            on_pod = listening_socket(self.ns, pod.status.pod_ip, spec.port)
+        except OSError as exc:
+            log.warning("%s: cannot listen on %s:%d in %s: %s", key, pod.status.pod_ip, spec.port, self.ns, exc)
+            return
+        on_host = listening_socket(HOST, "127.0.0.1", 0)
+        port = on_host.getsockname()[1]
+        listeners = [await asyncio.start_server(server.handle, sock=s) for s in (on_pod, on_host)]
+        self.serving[key] = Serving(server, listeners, port, pod.metadata.uid)
+        self._write_targets()
+        log.info("%s: serving %s on %s:%d (metrics on 127.0.0.1:%d), version %s", key, spec.model,
+                 pod.status.pod_ip, spec.port, port, spec.version)
+        asyncio.create_task(self._mark_ready_when_healthy(key, pod, port))
+
+    async def _mark_ready_when_healthy(self, key: str, pod: Any, port: int) -> None:
+        started = time.monotonic()
+        while key in self.serving and self.serving[key].metrics_port == port:
+            if await asyncio.to_thread(_answers_health, port):
+                await asyncio.to_thread(self._annotate, pod, {READY_ANNOTATION: "true"})
+                log.info("%s: /health answers after %.2fs: annotated", key, time.monotonic() - started)
+                return
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    def _annotate(self, pod: Any, annotations: dict[str, str]) -> None:
+        try:
+            self.core.patch_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
+                                           {"metadata": {"annotations": annotations}})
+        except client.ApiException as exc:
+            if exc.status != 404:
+                log.warning("annotating %s/%s failed: %s", pod.metadata.namespace, pod.metadata.name, exc.reason)
+
+    async def _stop(self, key: str) -> None:
+        serving = self.serving.pop(key)
+        serving.server.close()  # keep-alive connections too: a deleted pod answers nothing
+        for listener in serving.listeners:
+            listener.close()
+        self._write_targets()
+        log.info("%s: stopped serving", key)
+
+    def _write_targets(self) -> None:
+        targets = [{"targets": [f"127.0.0.1:{s.metrics_port}"], "labels": {"sim_pod": key}}
+                   for key, s in sorted(self.serving.items())]
+        tmp = self.file_sd.with_suffix(".tmp")
+        tmp.write_text(json.dumps(targets, indent=1))
+        os.replace(tmp, self.file_sd)
+
+
+def _answers_health(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _watch_pods(core: client.CoreV1Api, loop: asyncio.AbstractEventLoop, handler: StandIns,
+                stopping: threading.Event) -> None:
+    """Pod events (all namespaces) into the loop; a relist after every expired watch."""
+    while not stopping.is_set():
+        try:
+            listed = core.list_pod_for_all_namespaces()
+            for pod in listed.items:
+                asyncio.run_coroutine_threadsafe(handler.on_event("MODIFIED", pod), loop).result()
+            known = {f"{p.metadata.namespace}/{p.metadata.name}" for p in listed.items}
+            for key in [k for k in handler.serving if k not in known]:
+                asyncio.run_coroutine_threadsafe(handler._stop(key), loop).result()
+            stream = watch.Watch().stream(core.list_pod_for_all_namespaces,
+                                          resource_version=listed.metadata.resource_version,
+                                          timeout_seconds=WATCH_TIMEOUT_S)
+            for event in stream:
+                if stopping.is_set():
+                    return
+                asyncio.run_coroutine_threadsafe(handler.on_event(event["type"], event["object"]), loop).result()
+        except Exception as exc:  # noqa: BLE001 - the API server restarts in fault tests; relist and go on
+            log.warning("pod watch ended (%s); relisting", exc)
+            time.sleep(1)
+
+
+async def _health_server(port: int) -> asyncio.Server:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(answer, sock=listening_socket(HOST, "127.0.0.1", port))
+
+
+async def serve(cfg: dict[str, Any]) -> None:
+    relays = [Relay(**r) for r in cfg["relays"]]
+    servers = [await start_relay(r) for r in relays]
+    servers.append(await _health_server(cfg["health_port"]))
+    core = client.CoreV1Api(kube_config.new_client_from_config(config_file=cfg["kubeconfig"]))
+    handler = StandIns(core, cfg["netns"], Path(cfg["file_sd"]))
+    stopping = threading.Event()
+    watcher = threading.Thread(target=_watch_pods, args=(core, asyncio.get_running_loop(), handler, stopping),
+                               daemon=True)
+    watcher.start()
+    log.info("data plane up: netns %s, %d relay(s), health on 127.0.0.1:%d", cfg["netns"], len(relays),
+             cfg["health_port"])
+    try:
+        await asyncio.Event().wait()
+    finally:
+        stopping.set()
+        for server in servers:
+            server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="gpupoc sim data plane (started by `gpupoc sim up`)")
+    parser.add_argument("--config", required=True, help="JSON written by `gpupoc sim up`")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(serve(json.loads(Path(args.config).read_text())))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
