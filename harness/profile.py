@@ -62,6 +62,7 @@ class Profile:
     timeouts: Timeouts
     prometheus_url: str | None = None
     submit_as: str = "runner"  # "tenant": jobs are submitted acting as the tenant's identity
+    inference_url: str | None = None  # a real cluster: the model Service's ingress or gateway URL (probe and load)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def threshold(self, criterion: str, name: str) -> float:
@@ -175,7 +176,7 @@ def _timeouts(f: _Fields) -> Timeouts:
 
 def parse_profile(data: Any, source: str) -> Profile:
     f = _Fields(data, "", source)
-    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as"))
+    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference"))
     submit_as = f.get("submit_as", str, "runner")
     if submit_as not in SUBMITTERS:
         raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
@@ -195,10 +196,13 @@ def parse_profile(data: Any, source: str) -> Profile:
     prometheus = f.child("prometheus") if "prometheus" in f.data else _Fields({}, "prometheus", source)
     prometheus.only(("url",))
     timeouts = _timeouts(f.child("timeouts")) if "timeouts" in f.data else Timeouts()
+    inference = f.child("inference") if "inference" in f.data else _Fields({}, "inference", source)
+    inference.only(("url",))
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
-                   prometheus_url=prometheus.get("url", str, None), submit_as=submit_as)
+                   prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
+                   inference_url=inference.get("url", str, None))
 
 
 def load_profile(path: Path) -> Profile:

@@ -149,14 +149,15 @@ class Workloads:
 
     def track(self, namespace: str, api_version: str, kind: str,
               describe: Callable[[dict[str, Any]], str] = describe_phase,
-              server_time: Callable[[dict[str, Any]], Any] = created_at) -> Tracker:
-        """One watch of any kind in `namespace` (this test's objects), on the test's one timeline."""
+              server_time: Callable[[dict[str, Any]], Any] = created_at, label_selector: str | None = None) -> Tracker:
+        """One watch of any kind in `namespace` (this test's objects, or those `label_selector` picks: a
+        controller's EndpointSlices of our Service), on the test's one timeline."""
         key = (namespace, kind)
         if key not in self._trackers:
             # Objects a controller made (Kueue's Workloads) carry no test label of ours: track the namespace,
             # filter by owner when reading.
             owned = self.backend.owned_kind()
-            selector = None if owned is not None and kind == owned.kind else self.selector
+            selector = label_selector or (None if owned is not None and kind == owned.kind else self.selector)
             self._trackers[key] = Tracker(self.api, api_version, kind, namespace=namespace, label_selector=selector,
                                           describe=describe, server_time=server_time,
                                           timeline=self.timeline).start()
@@ -181,6 +182,18 @@ class Workloads:
             if resource is not None and stamp is not None:
                 self.created.append(Submitted(resource.name, resource.group or "", namespace, obj.metadata.name,
                                               stamp, who))
+
+    def apply(self, tenant: Tenant, manifests: list[dict[str, Any]]) -> list[Any]:
+        """Apply objects that are not a gang job (a serving Deployment and its Service) in the tenant's namespace, as
+        the tenant, labelled as this test's: deleted at teardown like its jobs."""
+        objects = labelled(manifests, self.run_id, self.test)
+        self._submitted |= {(tenant.namespace, m["apiVersion"], m["kind"]) for m in objects}
+        api = self.submitter(tenant) if self.submitter is not None else self.api
+        return list(apply_objects(api, objects))
+
+    def client_for(self, tenant: Tenant) -> client.ApiClient:
+        """The client that acts for `tenant` (to scale or patch what it applied)."""
+        return self.submitter(tenant) if self.submitter is not None else self.api
 
     def delete(self, job: GangJob) -> None:
         """Delete the job's objects (ours: created and labelled by this test), pods in the background."""

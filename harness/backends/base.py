@@ -75,8 +75,9 @@ WAIT_HISTOGRAM = "wait histogram"            # the scheduler exports a submissio
 CONTROLLER_RESTART = "controller restart"    # the harness can stop and start the controllers that admit jobs
 QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU quota and a limit, lent and reclaimed
 MONITORING = "monitoring catalogue"          # the harness knows which of its series a POC needs
+SERVING = "serving"                          # it places a Deployment's pods (an inference service)
 CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
-                MONITORING)
+                MONITORING, SERVING)
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,11 @@ class Backend(Protocol):
         """The objects to apply for `job`, in the tenant's namespace."""
         ...
 
+    def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
+        """What a serving Deployment's pod template needs to be placed by this backend for `tenant`:
+        {"schedulerName": ..., "labels": {...}, "annotations": {...}} (empty: the default scheduler)."""
+        ...
+
     def tracked_kind(self) -> tuple[str, str]:
         """(apiVersion, kind) of the object whose status says the job's state."""
         ...
@@ -246,6 +252,9 @@ class Capabilities:
 
     def owned_kind(self) -> OwnedKind | None:
         return self.owned
+
+    def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
+        return {}
 
 
 def job_of(obj: dict[str, Any]) -> str | None:

@@ -20,6 +20,7 @@ from harness.backends.base import (Controllers, ADMITTED, FAILED, QUEUED, RETRY_
                                    disruption,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
+from harness.profile import Tenant
 
 API_VERSION = "scheduling.run.ai/v2alpha2"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -101,6 +102,11 @@ class KaiBackend(Capabilities):
                              'sum(kai_queue_allocated_gpus{{queue_name="{queue}"}})')
     controllers = Controllers(("kai-scheduler",), ("kai-scheduler",),
                               needs=("kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller"))
+
+
+    def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
+        """KAI's pod-grouper groups a Deployment's pods by their owner; the queue label puts them in the tenant's."""
+        return {"schedulerName": SCHEDULER_NAME, "labels": {QUEUE_LABEL: tenant.queues.get("kai", "default-queue")}}
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (CONTROLLER_RESTART, Controllers, ADMITTED, FAILED, JOBS_COMPLETE, QUEUED, RUNNING, SUCCEEDED, Capabilities,
+from harness.backends.base import (SERVING, CONTROLLER_RESTART, Controllers, ADMITTED, FAILED, JOBS_COMPLETE, QUEUED, RUNNING, SUCCEEDED, Capabilities,
                                    GangJob, JobStatus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -43,7 +43,8 @@ class KubeRayBackend(Capabilities):
     preemption = PREEMPTED_WORKLOADS  # RayJobs are queued, and preempted, by Kueue
     queued_by = "kueue"
     owned = WORKLOAD_KIND
-    lacking = {CONTROLLER_RESTART: (
+    lacking = {SERVING: "serves through RayService, not a Deployment; the POC's serving cases use Deployments",
+               CONTROLLER_RESTART: (
         "capacity cannot free while its controllers are down: a deleted RayJob keeps its cluster until the operator "
         "removes its finalizer, and that update is refused while Kueue (whose webhook validates RayJobs) is down")}
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kuberay-operator", "kube-scheduler"))

@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
+from harness.backends.base import (SERVING, Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
                                    JobStatus, Monitoring, OwnedKind, PreemptionCounter, QueueUsage, Series, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
@@ -71,6 +71,8 @@ class KueueBackend(Capabilities):
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
     monitoring = MONITORING
+    lacking = {SERVING: "Deployments are not queued on this target: Kueue's pod integration (its pod webhook, "
+                        "scoped to the inference namespace) is not set up by gpupoc yet"}
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')

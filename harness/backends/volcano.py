@@ -10,6 +10,7 @@ from harness.backends.base import (Controllers, FAILED, QUEUED, RUNNING, SUCCEED
                                    Monitoring, PreemptionCounter, QueueUsage, Series, WaitHistogram, allocated_gpus, created_at,
                                    parse_time, tenant_queue)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
+from harness.profile import Tenant
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 SCHEDULER_NAME = "volcano"
@@ -58,6 +59,12 @@ class VolcanoBackend(Capabilities):
     queue_usage = QueueUsage("scheduling.volcano.sh/v1beta1", "Queue", allocated_gpus,
                              'sum(volcano_queue_allocated_scalar_resources{{queue_name="{queue}",'
                              'resource="{resource}"}}) / 1000')
+
+    def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
+        """A Deployment's pods go to Volcano by scheduler name; its pod-group controller makes each a PodGroup in
+        the tenant's queue (the queue-name annotation)."""
+        return {"schedulerName": SCHEDULER_NAME,
+                "annotations": {"scheduling.volcano.sh/queue-name": tenant.queues.get("volcano", "default")}}
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)

@@ -362,6 +362,12 @@ def component_argv(name: str) -> list[str]:
     return list(comp.get("argv") or [])
 
 
+def data_plane_netns(lay: Layout | None = None) -> str | None:
+    """The network namespace of the sim's data plane (None: the sim is down or runs without one)."""
+    name = (_read_state(lay or layout()) or {}).get("netns")
+    return str(name) if name else None
+
+
 def component_names(lay: Layout | None = None) -> list[str]:
     return list(((_read_state(lay or layout()) or {}).get("components") or {}))
 

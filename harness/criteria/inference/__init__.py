@@ -1,0 +1,1 @@
+"""Inference criteria (ACCEPTANCE.md, Inference 1-5)."""

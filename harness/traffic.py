@@ -1,0 +1,102 @@
+"""Where requests to an inference Service come from, and what the probe saw.
+
+On the sim, Service and pod addresses exist only inside the sim's network namespace: the probe and the
+load generator run there (their process joins it before it execs), like a client pod. On a real cluster
+they go to the URL the profile names (an ingress or gateway), from the host.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client
+
+from harness.errors import HarnessError
+from harness.serving import SERVICE_PORT
+from harness.sim import netns
+
+PROBE_GRACE_S = 15.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One probe request: when it was sent (epoch s), its status (0: no answer), who served it."""
+
+    t: float
+    ok: bool
+    status: int
+    pod: str = ""
+    version: str = ""
+    latency_s: float = 0.0
+    error: str = ""
+
+    @property
+    def answered_at(self) -> float:
+        return self.t + self.latency_s
+
+
+@dataclass
+class Probe:
+    process: subprocess.Popen[str]
+    out: Path
+    netns_inode: int | None = None
+
+    def samples(self, timeout_s: float) -> list[Sample]:
+        """Wait for the probe to end (it is bounded by its own count and duration); its samples in order."""
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise HarnessError(f"the probe did not end within {timeout_s:.0f}s (killed); output in {self.out}")
+        lines = [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
+        if not lines or "error" in lines[0]:
+            why = lines[0].get("error") if lines else f"no output (exit {self.process.returncode})"
+            raise HarnessError(f"the probe did not run: {why}")
+        self.netns_inode = int(lines[0]["netns"])
+        return sorted((Sample(float(s["t"]), bool(s["ok"]), int(s["status"]), str(s.get("pod", "")),
+                              str(s.get("version", "")), float(s.get("latency_s", 0.0)), str(s.get("error", "")))
+                       for s in lines[1:]), key=lambda s: s.t)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """`netns`: the sim's namespace (None: the host, to `base_url`, a real cluster's ingress)."""
+
+    netns: str | None
+    base_url: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"inside the sim's network namespace {self.netns}" if self.netns else f"from this host to {self.base_url}"
+
+    def service_url(self, api: client.ApiClient, namespace: str, service: str) -> str:
+        if self.netns is None:
+            return str(self.base_url)
+        svc = client.CoreV1Api(api).read_namespaced_service(service, namespace)
+        return f"http://{svc.spec.cluster_ip}:{SERVICE_PORT}"
+
+    def start(self, argv: Sequence[str], out: Path, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.Popen[str]:
+        """Start a client process where the traffic must come from; stdout to `out`."""
+        name = self.netns
+        enter = (lambda: netns.enter_for_exec(name)) if name else None
+        with out.open("w") as sink:
+            return subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT, text=True, preexec_fn=enter,
+                                    env=env, cwd=cwd)
+
+    def probe(self, url: str, rate: float, duration_s: float, out: Path, model: str = "sim-llm",
+              stop_after_ok: int = 0) -> Probe:
+        argv = [sys.executable, "-m", "harness.probe", f"--url={url}", f"--rate={rate:g}",
+                f"--duration={duration_s:g}", f"--model={model}", f"--stop-after-ok={stop_after_ok}"]
+        return Probe(self.start(argv, out), out)
+
+
+def sim_traffic(name: str | None) -> Traffic | None:
+    """The sim's traffic: inside its namespace, when it runs a data plane."""
+    return Traffic(name) if name and netns.exists(name) else None

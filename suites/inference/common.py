@@ -1,0 +1,106 @@
+"""Shared steps of the inference suite: deploy a model service, watch its pods and endpoints, send traffic."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from harness.backends import Backend
+from harness.backends.base import SERVING
+from harness.criteria.inference.elasticity import unplaced
+from harness.profile import Profile
+from harness.serving import APP_LABEL, SERVER_PORT, TRACK_LABEL, ModelService
+from harness.sim import cluster as sim_cluster
+from harness.target import Target
+from harness.tracker import Objects, Tracker
+from harness.traffic import Traffic, sim_traffic
+from harness.workloads import Workloads
+from suites.training.common import require
+
+__all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoint_slices", "wait_ready",
+           "is_ready", "scale", "SERVER_PORT", "roll_out"]
+
+
+def traffic_for(target: Target, profile: Profile) -> Traffic:
+    """Where probe and load come from, or SKIP with the reason nothing can reach the Service from here."""
+    if target.kind == "sim":
+        traffic = sim_traffic(sim_cluster.data_plane_netns())
+        if traffic is None:
+            pytest.skip("the sim runs without its data plane (`gpupoc sim up --no-serving`): no Service answers")
+        return traffic
+    if profile.inference_url:
+        return Traffic(None, profile.inference_url)
+    pytest.skip("no route to the model Service from here: set inference.url in the profile (an ingress or gateway "
+                "URL in front of the Service; a port-forward reaches one pod, not the Service)")
+
+
+def deploy(workloads: Workloads, backend: Backend, service: ModelService, with_service: bool = True) -> None:
+    """The Deployment (placed by the backend) and, once per app, its Service; pods and slices watched first."""
+    workloads.pods(service.namespace)
+    if with_service:
+        endpoint_slices(workloads, service)
+    objects = [service.deployment(backend.serving_pod(service.tenant))]
+    workloads.apply(service.tenant, [*objects, service.service()] if with_service else objects)
+
+
+def endpoint_slices(workloads: Workloads, service: ModelService) -> Tracker:
+    return workloads.track(service.namespace, "discovery.k8s.io/v1", "EndpointSlice",
+                           label_selector=f"kubernetes.io/service-name={service.app}")
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def of(service: ModelService, pods: Objects, track: str | None = None) -> list[dict[str, Any]]:
+    labels = {APP_LABEL: service.app, **({TRACK_LABEL: track} if track else {})}
+    return [p for p in pods.values()
+            if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())]
+
+
+def ready_pods(service: ModelService, pods: Objects, track: str | None = None) -> list[dict[str, Any]]:
+    return [p for p in of(service, pods, track) if is_ready(p)]
+
+
+def wait_ready(workloads: Workloads, service: ModelService, count: int, timeout_s: float,
+               track: str | None = None) -> float:
+    """Block until exactly `count` pods of the service are Ready and no other is left; when it was seen."""
+    pods = workloads.pods(service.namespace)
+
+    def settled(objs: Objects) -> bool:
+        return len(ready_pods(service, objs, track)) == count and len(of(service, objs, track)) == count
+
+    def stuck(objs: Objects) -> str | None:
+        lost = unplaced(of(service, objs, track))
+        return f"{len(lost)} pod(s) cannot be placed: {next(iter(lost.values()))}" if lost else None
+
+    pods.wait_until(f"{count} Ready pod(s) of {service.app}", settled, timeout_s, failed=stuck,
+                    describe=lambda objs: f"{len(ready_pods(service, objs, track))} Ready of "
+                                          f"{len(of(service, objs, track))} pods")
+    return time.time()
+
+
+def scale(workloads: Workloads, service: ModelService, replicas: int) -> float:
+    """Scale the Deployment (its scale subresource, as a user would); when the request was made."""
+    at = time.time()
+    client.AppsV1Api(workloads.client_for(service.tenant)).patch_namespaced_deployment_scale(
+        service.name, service.namespace, {"spec": {"replicas": replicas}})
+    return at
+
+
+def roll_out(workloads: Workloads, backend: Backend, new: ModelService) -> float:
+    """Replace the Deployment's pod template with `new` (a new version): a rolling update."""
+    at = time.time()
+    template = new.deployment(backend.serving_pod(new.tenant))["spec"]["template"]
+    client.AppsV1Api(workloads.client_for(new.tenant)).patch_namespaced_deployment(
+        new.name, new.namespace, {"spec": {"template": template}})
+    return at
+
+
+def probe_file(tmp_path: Path, name: str) -> Path:
+    return tmp_path / f"{name}.jsonl"
