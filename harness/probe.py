@@ -20,31 +20,36 @@ import sys
 import threading
 import time
 import urllib.parse
+from pathlib import Path
 
 MAX_IN_FLIGHT = 32
-HOST_NETNS = "/proc/1/ns/net"
+SIM_NETNS = Path("/run/netns")
+SIM_NETNS_PREFIX = "gpupoc-sim-"
+# The sim's pod and Service ranges (harness.sim.components): they exist only inside the sim's namespace.
+SIM_RANGES = (ipaddress.ip_network("10.244.0.0/16"), ipaddress.ip_network("10.96.0.0/12"))
 
 
-def netns_inode(pid: str = "self") -> int:
-    return os.stat(f"/proc/{pid}/ns/net").st_ino
+def netns_inode() -> int:
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def in_sim_netns() -> bool:
+    """This process runs inside a network namespace the sim made (`ip netns` names it gpupoc-sim-<port base>)."""
+    here = netns_inode()
+    return any(ns.stat().st_ino == here for ns in SIM_NETNS.glob(f"{SIM_NETNS_PREFIX}*")) if SIM_NETNS.is_dir() \
+        else False
 
 
 def refuse_reason(host: str) -> str | None:
-    """Why a request to `host` must not leave from here (None: it may). Loopback is always fine; any other
-    address only from a network namespace other than the host's (the sim's)."""
+    """Why a request to `host` must not leave from here (None: it may). A sim pod or Service address only from
+    inside the sim's namespace; loopback, names and a real cluster's addresses (an ingress) as usual."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return None  # a name (an ingress of a real cluster): resolved and routed by the host as usual
-    if address.is_loopback:
-        return None
-    try:
-        in_host = netns_inode() == os.stat(HOST_NETNS).st_ino
-    except OSError:
-        return None  # cannot tell (not root): a real cluster's address, routed as usual
-    if in_host:
-        return (f"refusing to send to {host} from the host's own network namespace: pod and Service addresses of "
-                "the sim are reached only from inside the sim's namespace")
+    if any(address in network for network in SIM_RANGES) and not in_sim_netns():
+        return (f"refusing to send to {host} from outside the sim's network namespace: the sim's pod and Service "
+                "addresses are reached only from inside it")
     return None
 
 

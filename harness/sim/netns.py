@@ -21,7 +21,6 @@ from harness.errors import SimError
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/run/netns")
-HOST_NETNS = Path("/proc/1/ns/net")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -86,8 +85,8 @@ def enter_for_exec(name: str) -> None:
         _setns(there.fileno())
 
 
-def current_inode(pid: int | str = "self") -> int:
-    """The network namespace a process is in (compare with another's to tell where it runs)."""
+def current_inode(pid: int | str = "thread-self") -> int:
+    """The network namespace a process (or this thread) is in: compare with another's to tell where it runs."""
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 

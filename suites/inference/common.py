@@ -95,10 +95,13 @@ def scale(workloads: Workloads, service: ModelService, replicas: int) -> float:
 
 def roll_out(workloads: Workloads, backend: Backend, new: ModelService) -> float:
     """Replace the Deployment's pod template with `new` (a new version): a rolling update."""
-    at = time.time()
+    apps = client.AppsV1Api(workloads.client_for(new.tenant))
+    current = apps.read_namespaced_deployment(new.name, new.namespace).spec.template.metadata.annotations or {}
     template = new.deployment(backend.serving_pod(new.tenant))["spec"]["template"]
-    client.AppsV1Api(workloads.client_for(new.tenant)).patch_namespaced_deployment(
-        new.name, new.namespace, {"spec": {"template": template}})
+    annotations = template["metadata"]["annotations"]
+    annotations.update({key: None for key in current if key not in annotations})  # a merge patch keeps what it omits
+    at = time.time()
+    apps.patch_namespaced_deployment(new.name, new.namespace, {"spec": {"template": template}})
     return at
 
 

@@ -24,13 +24,13 @@ REPLICAS = 2
 LOAD_TIME = "3s"
 
 
-def test_cold_start(backend: Backend, workloads: Workloads, queue_model: Profile, target: Target,
-                    evidence: Callable[[str], Evidence], tmp_path: Path) -> None:
+def cold_start_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
+                   tmp_path: Path, load_time: str = LOAD_TIME) -> None:
     require(target, backend, SERVING)
-    traffic, profile, ev = traffic_for(target, queue_model), queue_model, evidence(CRITERION.id)
+    traffic = traffic_for(target, profile)
     service = ModelService(workloads.job_name("llm-cold"), profile.tenants[0], replicas=REPLICAS,
-                           server={"load-time": LOAD_TIME})
-    ev.note(f"{REPLICAS} replicas x {service.gpus} GPU; the model loads for {LOAD_TIME}; probe {traffic.where}.")
+                           server={"load-time": load_time})
+    ev.note(f"{REPLICAS} replicas x {service.gpus} GPU; the model loads for {load_time}; probe {traffic.where}.")
     applied_at = time.time()
     deploy(workloads, backend, service)
     url = traffic.service_url(target.api, service.namespace, service.app)
@@ -53,3 +53,8 @@ def test_cold_start(backend: Backend, workloads: Workloads, queue_model: Profile
     ev.note(f"{len(answers)} probe requests until the first success; {sum(1 for s in answers if not s.ok)} failed "
             "(a request sent before an endpoint was ready waits in TCP retries: the first answer counts).")
     ev.verdict()
+
+
+def test_cold_start(backend: Backend, workloads: Workloads, queue_model: Profile, target: Target,
+                    evidence: Callable[[str], Evidence], tmp_path: Path) -> None:
+    cold_start_run(backend, workloads, queue_model, target, evidence(CRITERION.id), tmp_path)

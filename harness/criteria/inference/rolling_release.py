@@ -20,8 +20,13 @@ CRITERION = register(Criterion(
 
 
 class Answer(Protocol):
-    t: float
-    ok: bool
+    """A probe's answer (harness.traffic.Sample): when it was sent, and whether it succeeded."""
+
+    @property
+    def t(self) -> float: ...
+
+    @property
+    def ok(self) -> bool: ...
 
 
 def success_rate(samples: Sequence[Answer]) -> float | None:

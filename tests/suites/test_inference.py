@@ -1,0 +1,96 @@
+"""The inference suite on the sim: each criterion once on kube-scheduler (the suite as it runs, outcomes as designed),
+and each FAILing, with the measured value, on a deliberately misconfigured service. The criterion x backend
+matrix (Volcano, KAI) is `make poc`'s job. The probe runs where it must: inside the sim's network namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from harness.backends import Backend
+from harness.criteria.inference import canary_release, cold_start, rolling_release, service_discovery
+from harness.errors import CriterionViolation
+from harness.outcomes import load_expected, unexpected
+from harness.probe import refuse_reason
+from harness.profile import Profile
+from harness.record.evidence import Evidence
+from harness.record.model import load_record
+from harness.sim import cluster, netns
+from harness.target import Target
+from harness.traffic import Traffic
+from harness.workloads import Workloads
+from suites.inference.test_canary_release import canary_run
+from suites.inference.test_cold_start import cold_start_run
+from suites.inference.test_rolling_release import rollout_run
+from suites.inference.test_service_discovery import discovery_run
+from tests.suites.test_governance import suite
+
+CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.rolling_release",
+            "inference.canary_release", "inference.service_discovery")
+
+
+def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient) -> None:
+    result = suite("suites/inference", "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}")
+    record = load_record(tmp_path / "inference" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    assert {(c, "default", "PASS") for c in CRITERIA} <= set(outcomes), outcomes
+    html = (tmp_path / "inference" / "record.html").read_text()
+    assert "probe success per second during the rollout" in html and "network namespace gpupoc-sim-" in html
+
+
+def test_the_probe_runs_inside_the_sims_namespace_and_refuses_pod_addresses_from_the_host(
+        sim_api: client.ApiClient, tmp_path: Path) -> None:
+    name = cluster.data_plane_netns()
+    assert name and netns.exists(name)
+    host = netns.current_inode()
+    assert refuse_reason("10.96.0.1") is not None and refuse_reason("10.244.0.7") is not None  # from the host
+    assert refuse_reason("127.0.0.1") is None
+    with netns.entered(name):
+        assert netns.current_inode() == netns.inode(name) != host
+    probe = Traffic(name).probe("http://127.0.0.1:9/", rate=1, duration_s=1, out=tmp_path / "probe.jsonl")
+    probe.samples(30)
+    assert probe.netns_inode == netns.inode(name) != host  # the probe ran inside the sim's namespace
+
+
+def evidence_of(criterion_id: str, backend: Backend, profile: Profile) -> Evidence:
+    return Evidence.of(cold_start.CRITERION if criterion_id == cold_start.CRITERION.id else
+                       {c.id: c for c in (rolling_release.CRITERION, canary_release.CRITERION,
+                                          service_discovery.CRITERION)}[criterion_id],
+                       backend.name, profile.thresholds[criterion_id])
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_rolling_release_fails_when_new_pods_are_ready_before_their_server(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
+    ev = evidence_of(rolling_release.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"min_success_rate: 0\.\d+ \(wanted >= 0\.99\)"):
+        rollout_run(backend, workloads, queue_model, target, ev, tmp_path, gated=False)
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_service_discovery_fails_when_the_service_publishes_not_ready_addresses(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile) -> None:
+    ev = evidence_of(service_discovery.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"converge_within_s: [4-9]\.\d+ s \(wanted <= 2 s\)"):
+        discovery_run(backend, workloads, queue_model, target, ev, publish_not_ready=True, load_time="5s")
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_canary_fails_when_its_share_differs_from_the_intended_split(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
+    ev = evidence_of(canary_release.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"max_split_outside_interval: 1 \(wanted <= 0\)"):
+        canary_run(backend, workloads, queue_model, target, ev, tmp_path, stable_replicas=2, canary_replicas=2,
+                   intended=0.25)
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_cold_start_fails_when_the_model_loads_slower_than_the_threshold(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
+    ev = evidence_of(cold_start.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"all_ready_within_s: 2[2-9]\.\d+ s \(wanted <= 20 s\)"):
+        cold_start_run(backend, workloads, queue_model, target, ev, tmp_path, load_time="22s")
