@@ -31,6 +31,7 @@ class Chart:
     key: str           # the Evidence.series entry it draws
     title: str
     ylabel: str
+    xlabel: str = "seconds"
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,14 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog: the SVG is inlined in HTML
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, float]]], ylabel: str) -> str:
+def line_chart(title: str, series: dict[str, list[tuple[float, float]]], ylabel: str, xlabel: str = "seconds") -> str:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 2.6))
     for name, points in series.items():
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], label=name, drawstyle="steps-post")
     ax.set_title(title, fontsize=10)
-    ax.set_xlabel("seconds")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if series:
@@ -41,5 +41,6 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], ylabel:
 def evidence_charts(evidence: dict[str, Any]) -> list[str]:
     """The charts the criterion declared (Criterion.charts), drawn from the evidence's series of that key."""
     series = evidence.get("series") or {}
-    return [line_chart(f"{evidence['criterion']}: {spec['title']}", series[spec["key"]], spec["ylabel"])
+    return [line_chart(f"{evidence['criterion']}: {spec['title']}", series[spec["key"]], spec["ylabel"],
+                       spec.get("xlabel", "seconds"))
             for spec in evidence.get("charts") or [] if series.get(spec["key"])]

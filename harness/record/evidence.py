@@ -56,7 +56,8 @@ class Evidence:
     @classmethod
     def of(cls, spec: Criterion, backend: str, thresholds: dict[str, float]) -> Evidence:
         return cls(spec.id, backend, spec.statement, dict(thresholds),
-                   charts=[{"key": c.key, "title": c.title, "ylabel": c.ylabel} for c in spec.charts], _spec=spec)
+                   charts=[{"key": c.key, "title": c.title, "ylabel": c.ylabel, "xlabel": c.xlabel}
+                           for c in spec.charts], _spec=spec)
 
     def expect(self, name: str, measured: float | None, label: str = "") -> Check:
         """Record a measurement against the profile's threshold `name` (direction and unit from the criterion);

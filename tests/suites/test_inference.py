@@ -10,11 +10,12 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference import canary_release, cold_start, rolling_release, service_discovery
+from harness.criteria.inference import canary_release, cold_start, latency, rolling_release, service_discovery
 from harness.errors import CriterionViolation
 from harness.outcomes import load_expected, unexpected
 from harness.probe import refuse_reason
 from harness.profile import Profile
+from harness.prometheus import Prometheus
 from harness.record.evidence import Evidence
 from harness.record.model import load_record
 from harness.sim import cluster, netns
@@ -23,12 +24,13 @@ from harness.traffic import Traffic
 from harness.workloads import Workloads
 from suites.inference.test_canary_release import canary_run
 from suites.inference.test_cold_start import cold_start_run
+from suites.inference.test_latency import latency_run
 from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
 from tests.suites.test_governance import suite
 
 CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.rolling_release",
-            "inference.canary_release", "inference.service_discovery")
+            "inference.canary_release", "inference.service_discovery", "inference.latency")
 
 
 def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient) -> None:
@@ -57,10 +59,9 @@ def test_the_probe_runs_inside_the_sims_namespace_and_refuses_pod_addresses_from
 
 
 def evidence_of(criterion_id: str, backend: Backend, profile: Profile) -> Evidence:
-    return Evidence.of(cold_start.CRITERION if criterion_id == cold_start.CRITERION.id else
-                       {c.id: c for c in (rolling_release.CRITERION, canary_release.CRITERION,
-                                          service_discovery.CRITERION)}[criterion_id],
-                       backend.name, profile.thresholds[criterion_id])
+    criteria = {c.id: c for c in (cold_start.CRITERION, rolling_release.CRITERION, canary_release.CRITERION,
+                                  service_discovery.CRITERION, latency.CRITERION)}
+    return Evidence.of(criteria[criterion_id], backend.name, profile.thresholds[criterion_id])
 
 
 @pytest.mark.parametrize("backend", ["default"], indirect=True)
@@ -94,3 +95,13 @@ def test_cold_start_fails_when_the_model_loads_slower_than_the_threshold(
     ev = evidence_of(cold_start.CRITERION.id, backend, queue_model)
     with pytest.raises(CriterionViolation, match=r"all_ready_within_s: 2[2-9]\.\d+ s \(wanted <= 20 s\)"):
         cold_start_run(backend, workloads, queue_model, target, ev, tmp_path, load_time="22s")
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_latency_fails_when_the_model_server_runs_one_sequence_at_a_time(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, prometheus: Prometheus,
+        tmp_path: Path) -> None:
+    """max_num_seqs 1: requests queue in the server, TTFT p99 grows past the SLO (the same load passes at 16)."""
+    ev = evidence_of(latency.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"ttft_p99_s: \d+\.\d+ s \(wanted <= 0\.5 s\)"):
+        latency_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path, max_num_seqs=1)

@@ -19,7 +19,7 @@ CRITERION = register(Criterion(
      Threshold("max_error_rate", "share of requests that failed", AT_MOST),
      Threshold("min_goodput", "share of requests meeting every SLO (failures count as missing it)", AT_LEAST),
      Threshold("metric_tolerance_s", "client vs server median TTFT disagreement", AT_MOST, " s")),
-    (Chart("latency", "latency percentiles", "seconds"),)))
+    (Chart("latency", "latency percentiles (client)", "seconds", "percentile"),)))
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class LoadReport:
 
 def _percentiles(block: dict[str, Any] | None) -> dict[str, float]:
     block = block or {}
-    names = {"median": "p50", "p95": "p95", "p99": "p99"}
+    names = {"mean": "mean", "median": "p50", "p95": "p95", "p99": "p99"}
     return {ours: float(block[theirs]) for theirs, ours in names.items() if block.get(theirs) is not None}
 
 
