@@ -8,6 +8,7 @@ was built from, so an unchanged pin is not rebuilt.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -43,6 +44,7 @@ class Recipe:
     wrapper_go_mod: Callable[[], str] | None = None  # None: `go install pkg@version`
     extra_env: dict[str, str] = field(default_factory=dict)
     optional: bool = False  # built only when asked for by name (`--with`)
+    source: Path | None = None  # gpupoc's own Go program in this repo (its version: a hash of its files)
 
     @property
     def stamp(self) -> str:
@@ -133,6 +135,17 @@ def kubernetes_ldflags(version: str) -> str:
     return " ".join(["-s -w", *flags])
 
 
+def source_hash(directory: Path) -> str:
+    """The version of gpupoc's own Go source: a hash of its files (a change rebuilds it)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.suffix in (".go", ".mod", ".sum")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return f"src-{digest.hexdigest()[:12]}"
+
+
+ADAPTER_SOURCE = paths.SIM_RECIPES / "adapter"
+
+
 def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
     return [
         Recipe("etcd", pins.etcd, ("etcd",), ("go.etcd.io/etcd/server/v3",),
@@ -152,6 +165,9 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                ("k8s.io/kube-state-metrics/v2",),
                wrapper_go_mod=lambda: plain_wrapper("kube-state-metrics", "k8s.io/kube-state-metrics/v2",
                                                     pins.kube_state_metrics, log_dir / "kube-state-metrics.log")),
+        # The HPA's external metrics from Prometheus: gpupoc's adapter on sigs.k8s.io/custom-metrics-apiserver.
+        Recipe("metrics-adapter", source_hash(ADAPTER_SOURCE), ("gpupoc-metrics-adapter",), (".",),
+               source=ADAPTER_SOURCE),
         Recipe("kai-scheduler", pins.kai_scheduler, KAI_BINARIES,
                tuple(f"{pins.kai_scheduler_module}/cmd/{b.removeprefix('kai-')}" for b in KAI_BINARIES),
                wrapper_go_mod=lambda: plain_wrapper("kai-scheduler", pins.kai_scheduler_module, pins.kai_scheduler,
@@ -169,6 +185,10 @@ def _is_current(recipe: Recipe) -> bool:
 def _build_one(recipe: Recipe, log: Path) -> None:
     env = {**os.environ, "GOFLAGS": "-mod=mod -trimpath", "GOTOOLCHAIN": "auto", **recipe.extra_env}
     log.write_text("")
+    if recipe.source is not None:
+        _go(["build", "-ldflags", recipe.ldflags, "-o", str(paths.bin_dir() / recipe.binaries[0]), "."],
+            recipe.source, log, env)
+        return
     if recipe.wrapper_go_mod is None:
         env["GOBIN"] = str(paths.bin_dir())
         pkgs = [f"{p}@{recipe.version}" for p in recipe.packages]

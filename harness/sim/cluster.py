@@ -97,6 +97,7 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
     ca = pki.make_ca(lay.pki)
     pki.make_serving_cert(ca, lay.pki, "kube-apiserver", dns=("localhost", "kubernetes", "kubernetes.default"))
     pki.make_signing_key(lay.pki / "service-account.key")
+    pki.make_client_cert(ca, lay.pki, "front-proxy-client", "front-proxy-client")
     tokens = files.new_tokens()
     files.write_private(lay.root / "tokens.csv", files.token_file(tokens))
     shutil.copyfile(paths.SIM_RECIPES / "audit-policy.yaml", lay.audit_policy)
@@ -167,9 +168,9 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     components = control_plane(lay, cfg.ports)
     scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
     if cfg.serving:
-        data_plane, kube_proxy = serving.components(lay, cfg.ports)
+        data_plane, *late = serving.components(lay, cfg.ports)
         components.append(data_plane)
-        scheduler_components.append(kube_proxy)
+        scheduler_components += late
     extra_ports = {"etcd peer": cfg.ports.etcd_peer} | stack.extra_ports(cfg.ports, cfg.schedulers)
     if cfg.serving:
         extra_ports |= serving.extra_ports(cfg.ports)
@@ -212,6 +213,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:
                 stack.register_kueue_webhooks(api, lay, cfg.ports)
+            if cfg.serving:
+                serving.register_adapter(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
     except BaseException:
         say("start-up failed: stopping what was started")

@@ -144,6 +144,12 @@ def control_plane(layout: Layout, ports: Ports) -> list[Component]:
             f"--audit-policy-file={layout.audit_policy}",
             f"--audit-log-path={layout.audit_log}", "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
             "--allow-privileged=true",
+            # The aggregation layer (the metrics adapter the HPA reads): the API server proxies as front-proxy-client.
+            f"--requestheader-client-ca-file={pki / 'gpupoc-sim-ca.crt'}", "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         ), f"https://127.0.0.1:{ports.apiserver}/readyz", ports.apiserver, bearer_token_file=admin_token),
         Component("kube-controller-manager", (
             binary("kube-controller-manager"),
@@ -153,6 +159,10 @@ def control_plane(layout: Layout, ports: Ports) -> list[Component]:
             f"--service-account-private-key-file={pki / 'service-account.key'}",
             f"--authorization-always-allow-paths={always_allowed}",
             f"--cert-dir={layout.pki / 'kube-controller-manager'}",
+            # Elasticity in tens of seconds, not minutes (the defaults are 15 s and 5 min); an HPA's own
+            # `behavior` may set its own window.
+            "--horizontal-pod-autoscaler-sync-period=5s",
+            "--horizontal-pod-autoscaler-downscale-stabilization=30s",
         ), f"https://127.0.0.1:{ports.controller_manager}/healthz", ports.controller_manager),
         Component("kube-scheduler", (
             binary("kube-scheduler"), f"--kubeconfig={layout.component_kubeconfig('kube-scheduler')}",

@@ -74,6 +74,21 @@ def make_serving_cert(ca: KeyPair, directory: Path, name: str, dns: tuple[str, .
     return pair
 
 
+def make_client_cert(ca: KeyPair, directory: Path, name: str, common_name: str) -> KeyPair:
+    """A client certificate (CN `common_name`) signed by `ca`: the API server's front-proxy identity."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    key = _new_key()
+    cert = (_builder(common_name, ca_cert.subject, key.public_key())
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pair = KeyPair(directory / f"{name}.crt", directory / f"{name}.key")
+    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, pair.key)
+    return pair
+
+
 def make_signing_key(path: Path) -> Path:
     """An RSA key the API server signs (and verifies) service-account tokens with."""
     _write_key(_new_key(), path)
