@@ -91,9 +91,11 @@ class Traffic:
                                     env=env, cwd=cwd)
 
     def probe(self, url: str, rate: float, duration_s: float, out: Path, model: str = "sim-llm",
-              stop_after_ok: int = 0) -> Probe:
+              stop_after_ok: int = 0, timeout_s: float = 5.0) -> Probe:
+        """`timeout_s`: how long one request may take (a request given up on may stay queued in the server)."""
         argv = [sys.executable, "-m", "harness.probe", f"--url={url}", f"--rate={rate:g}",
-                f"--duration={duration_s:g}", f"--model={model}", f"--stop-after-ok={stop_after_ok}"]
+                f"--duration={duration_s:g}", f"--model={model}", f"--stop-after-ok={stop_after_ok}",
+                f"--timeout={timeout_s:g}"]
         return Probe(self.start(argv, out), out)
 
 

@@ -32,6 +32,7 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1,
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60)
 
 MAX_BODY = 16 * 1024 * 1024
+GONE_CHECK_S = 0.2  # how often a waiting request checks that its client is still there
 MAX_HEADERS = 100
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m)?")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
@@ -172,7 +173,7 @@ class ModelServer:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._ttft, self._itl = Histogram(TTFT_BUCKETS), Histogram(ITL_BUCKETS)
         self._e2e, self._queue = Histogram(E2E_BUCKETS), Histogram(E2E_BUCKETS)
-        self._success = self._prompt_tokens = self._generation_tokens = self._errors = 0
+        self._success = self._prompt_tokens = self._generation_tokens = self._errors = self._aborted = 0
         self._connections: set[asyncio.StreamWriter] = set()
         self._closed = False
 
@@ -203,7 +204,7 @@ class ModelServer:
                 except _BadRequest as exc:
                     await self._error(writer, exc.status, str(exc), keep_alive=False)
                     return
-                if request is None or not await self._dispatch(request, writer):
+                if request is None or not await self._dispatch(request, writer, reader.at_eof):
                     return
         except (ConnectionError, EOFError):
             pass
@@ -215,7 +216,8 @@ class ModelServer:
             with suppress(Exception):
                 await writer.wait_closed()
 
-    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter,
+                        gone: Callable[[], bool] = lambda: False) -> bool:
         """Answer one request; whether the connection stays open."""
         keep_alive = req.keep_alive
         method = _ROUTES.get(req.path)
@@ -235,10 +237,11 @@ class ModelServer:
                 "id": self.spec.model, "object": "model", "created": self._created, "owned_by": "vllm",
                 "root": self.spec.model, "parent": None}]}, keep_alive)
         else:
-            return await self._complete(req, writer, keep_alive, chat=req.path == "/v1/chat/completions")
+            return await self._complete(req, writer, keep_alive, chat=req.path == "/v1/chat/completions", gone=gone)
         return keep_alive
 
-    async def _complete(self, req: _Request, writer: asyncio.StreamWriter, keep_alive: bool, chat: bool) -> bool:
+    async def _complete(self, req: _Request, writer: asyncio.StreamWriter, keep_alive: bool, chat: bool,
+                        gone: Callable[[], bool] = lambda: False) -> bool:
         arrival = self._clock()
         try:
             params = _parse_completion(req.body, chat, self.spec.default_output_tokens)
@@ -248,7 +251,9 @@ class ModelServer:
         if params.model is not None and params.model != self.spec.model:
             await self._error(writer, 404, f"The model `{params.model}` does not exist.", keep_alive)
             return keep_alive
-        await self._acquire()
+        if not await self._acquire(gone):
+            self._aborted += 1
+            return False  # the client left while its request waited: vLLM aborts it, so does the stand-in
         try:
             if self.spec.error_rate > 0 and self._rng.random() < self.spec.error_rate:
                 self._errors += 1
@@ -329,15 +334,20 @@ class ModelServer:
     def _factor(self) -> float:
         return 1 + self.spec.slowdown * max(self._running - 1, 0)
 
-    async def _acquire(self) -> None:
-        """A generation slot, first come first served."""
+    async def _acquire(self, gone: Callable[[], bool] = lambda: False) -> bool:
+        """A generation slot, first come first served; False when the client left while waiting (no slot taken)."""
         if self._running < self.spec.max_num_seqs and not self._waiters:
             self._running += 1
-            return
+            return True
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         try:
-            await future
+            while not future.done():
+                await asyncio.wait([future], timeout=GONE_CHECK_S)
+                if not future.done() and gone():
+                    self._waiters.remove(future)
+                    return False
+            return True
         except asyncio.CancelledError:
             if future in self._waiters:
                 self._waiters.remove(future)
@@ -387,7 +397,8 @@ class ModelServer:
         histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
                   self._queue)
         family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
-               [("", ',finished_reason="length"', self._success)])
+               [("", ',finished_reason="length"', self._success),
+                ("", ',finished_reason="abort"', self._aborted)])
         family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
                [("", "", self._prompt_tokens)])
         family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",

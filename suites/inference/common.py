@@ -76,8 +76,10 @@ def wait_ready(workloads: Workloads, service: ModelService, count: int, timeout_
         return len(ready_pods(service, objs, track)) == count and len(of(service, objs, track)) == count
 
     def stuck(objs: Objects) -> str | None:
+        """Pods it waits for that the scheduler refused (while scaling in, those are the ones going)."""
         lost = unplaced(of(service, objs, track))
-        return f"{len(lost)} pod(s) cannot be placed: {next(iter(lost.values()))}" if lost else None
+        waiting_for_them = len(of(service, objs, track)) <= count
+        return f"{len(lost)} pod(s) cannot be placed: {next(iter(lost.values()))}" if lost and waiting_for_them else None
 
     pods.wait_until(f"{count} Ready pod(s) of {service.app}", settled, timeout_s, failed=stuck,
                     describe=lambda objs: f"{len(ready_pods(service, objs, track))} Ready of "

@@ -8,10 +8,16 @@ sub-check is shown as not checked.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference.elasticity import CRITERION, unplaced
+from harness.criteria.inference.elasticity import CRITERION, flaps, unplaced
+from harness.errors import WaitTimeout
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.serving import ModelService
@@ -23,7 +29,7 @@ SCALE_TO = 4
 
 
 def test_elasticity(backend: Backend, workloads: Workloads, queue_model: Profile, target: Target,
-                    evidence: Callable[[str], Evidence]) -> None:
+                    evidence: Callable[[str], Evidence], tmp_path: Path) -> None:
     require(target, backend, SERVING)
     traffic_for(target, queue_model)
     profile, ev = queue_model, evidence(CRITERION.id)
@@ -50,6 +56,68 @@ def test_elasticity(backend: Backend, workloads: Workloads, queue_model: Profile
                                                       for name, why in sorted(refused.items())]
     ev.note(f"scaled to {beyond} whole-node replicas ({per_node} GPUs each) on {nodes} GPU nodes: {reached} reached "
             f"Ready, {len(refused)} not placed (not counted as reached).")
-    ev.not_checked("max_flaps", "load-driven scaling (HorizontalPodAutoscaler on the model server's queue metric) "
-                   "needs an external-metrics adapter on the target; the sim has none yet")
+    scale(workloads, service, 0)  # the GPUs back for the autoscaling case
+    wait_ready(workloads, service, 0, profile.timeouts.admit)
+    autoscale_run(backend, workloads, profile, target, ev, tmp_path)
     ev.verdict()
+
+
+def autoscale_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
+                  tmp_path: Path, selector: dict[str, str] | None = None) -> None:
+    """The HPA scales on the model servers' waiting requests (Prometheus, through the external metrics API) while a
+    steady load exceeds what even HPA_MAX replicas serve: out to HPA_MAX, no turning back under the load, back to
+    one after it."""
+    traffic = traffic_for(target, profile)
+    app = workloads.job_name("llm-hpa")
+    service = ModelService(app, profile.tenants[0], replicas=1, model=app,
+                           server={"load-time": "1s", "ttft": "500ms", "max-num-seqs": "1"})
+    deploy(workloads, backend, service)
+    wait_ready(workloads, service, 1, profile.timeouts.admit)
+    deployments = workloads.track(service.namespace, "apps/v1", "Deployment")
+    replicas: list[tuple[float, float]] = []
+    started = time.time()
+    deployments.on_event(lambda _e, d: replicas.append((time.time() - started, float(d["spec"].get("replicas", 0))))
+                         if d["metadata"]["name"] == service.name else None)
+    workloads.apply(service.tenant, [hpa(service, selector or {"model_name": service.model})])
+    url = traffic.service_url(target.api, service.namespace, service.app)
+    load_started = time.time()
+    probe = traffic.probe(url, HPA_LOAD_RATE, HPA_LOAD_S, tmp_path / "hpa-load.jsonl", model=service.model)
+    limit = ev.thresholds["hpa_out_within_s"]
+    try:
+        reached = wait_ready(workloads, service, HPA_MAX, min(limit + 10, HPA_LOAD_S))
+        ev.expect("hpa_out_within_s", round(reached - load_started, 3))
+    except WaitTimeout:
+        ev.expect("hpa_out_within_s", None)
+        ev.note(f"the HPA did not reach {HPA_MAX} replicas under load: {hpa_conditions(workloads, service)}")
+    probe.samples(HPA_LOAD_S + 30)  # a request given up on (5 s) is aborted by its server, as vLLM does
+    load_ended = time.time()
+    during = [r for t, r in replicas if t <= load_ended - started]
+    ev.expect("max_flaps", flaps([int(r) for r in during]))
+    scaled_in = wait_ready(workloads, service, 1, profile.timeouts.admit)
+    ev.expect("hpa_in_within_s", round(scaled_in - load_ended, 3))
+    ev.series["replicas"] = {"HPA's replicas": replicas}
+    ev.note(f"HPA: {HPA_LOAD_RATE:g} requests/s for {HPA_LOAD_S:g} s against replicas serving one sequence of 0.5 s "
+            f"each (at most {2 * HPA_MAX}/s at {HPA_MAX} replicas); target {HPA_TARGET} waiting request(s) per "
+            f"replica of vllm:num_requests_waiting from Prometheus; replicas over time: "
+            f"{', '.join(f'{r:g}@{t:.0f}s' for t, r in replicas)}.")
+
+
+HPA_MAX, HPA_LOAD_RATE, HPA_LOAD_S, HPA_TARGET = 3, 10.0, 30.0, "1"
+
+
+def hpa(service: ModelService, selector: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": service.name, "namespace": service.namespace},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": service.name},
+                     "minReplicas": 1, "maxReplicas": HPA_MAX,
+                     "metrics": [{"type": "External", "external": {
+                         "metric": {"name": "vllm_num_requests_waiting", "selector": {"matchLabels": selector}},
+                         "target": {"type": "AverageValue", "averageValue": HPA_TARGET}}}],
+                     "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0},
+                                  "scaleDown": {"stabilizationWindowSeconds": 10}}}}
+
+
+def hpa_conditions(workloads: Workloads, service: ModelService) -> str:
+    found = client.AutoscalingV2Api(workloads.client_for(service.tenant)).read_namespaced_horizontal_pod_autoscaler(
+        service.name, service.namespace)
+    return "; ".join(f"{c.type}={c.status} ({c.reason}: {c.message})" for c in found.status.conditions or [])

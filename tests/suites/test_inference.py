@@ -10,7 +10,8 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference import canary_release, cold_start, latency, rolling_release, service_discovery
+from harness.criteria.inference import (canary_release, cold_start, elasticity, latency, rolling_release,
+                                        service_discovery)
 from harness.errors import CriterionViolation
 from harness.outcomes import load_expected, unexpected
 from harness.probe import refuse_reason
@@ -24,6 +25,7 @@ from harness.traffic import Traffic
 from harness.workloads import Workloads
 from suites.inference.test_canary_release import canary_run
 from suites.inference.test_cold_start import cold_start_run
+from suites.inference.test_elasticity import autoscale_run
 from suites.inference.test_latency import latency_run
 from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
@@ -105,3 +107,14 @@ def test_latency_fails_when_the_model_server_runs_one_sequence_at_a_time(
     ev = evidence_of(latency.CRITERION.id, backend, queue_model)
     with pytest.raises(CriterionViolation, match=r"ttft_p99_s: \d+\.\d+ s \(wanted <= 0\.5 s\)"):
         latency_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path, max_num_seqs=1)
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
+    """The HPA's selector names a model no server serves: the adapter answers no series, the HPA never scales."""
+    ev = Evidence.of(elasticity.CRITERION, backend.name, queue_model.thresholds[elasticity.CRITERION.id])
+    with pytest.raises(CriterionViolation, match=r"hpa_out_within_s: nothing measured"):
+        autoscale_run(backend, workloads, queue_model, target, ev, tmp_path, selector={"model_name": "no-such-model"})
+        ev.verdict()
+    assert any("FailedGetExternalMetric" in note or "no metrics returned" in note for note in ev.notes), ev.notes

@@ -417,3 +417,34 @@ def test_close_drops_open_connections() -> None:
             assert await (await connect()).closed()
 
     run(main())
+
+
+def test_a_waiting_request_whose_client_left_is_aborted() -> None:
+    """Like vLLM: a queued request of a client that hung up never runs (it would hold the queue metric up)."""
+    server = ModelServer(spec(**{"sim.gpupoc.io/max-num-seqs": "1", "sim.gpupoc.io/ttft": "300ms",
+                                 "sim.gpupoc.io/output-tokens": "1"}))
+
+    async def main() -> None:
+        async with serving(server) as connect:
+            first = await connect()
+            running = asyncio.create_task(first.request("POST", "/v1/completions", {"prompt": "x"}))
+            leaver = await connect()
+            body = json.dumps({"prompt": "x"}).encode()
+            leaver.writer.write(f"POST /v1/completions HTTP/1.1\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+                                + body)
+            for _ in range(100):
+                if server.waiting == 1:
+                    break
+                await asyncio.sleep(0.005)
+            assert server.waiting == 1
+            leaver.writer.close()
+            for _ in range(100):
+                if server.waiting == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert server.waiting == 0 and server.running == 1  # gone before the slot freed
+            assert (await running).status == 200
+            metrics = samples((await (await connect()).request("GET", "/metrics")).body.decode())
+            assert metrics["vllm:request_success_total{finished_reason=abort}"] == 1
+
+    run(main())

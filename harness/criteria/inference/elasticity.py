@@ -11,8 +11,12 @@ CRITERION = register(Criterion(
     "inference.elasticity",
     "Scaling 1 -> N -> 1 reaches each new size (Ready replicas) within the threshold; pods that cannot be placed "
     "are reported with the scheduler's reason and not counted as reached; the autoscaler does not flap.",
-    (Threshold("scale_out_within_s", "seconds from scale-out to N Ready replicas", AT_MOST, " s"),
-     Threshold("scale_in_within_s", "seconds from scale-in to 1 replica left", AT_MOST, " s"),
+    (Threshold("scale_out_within_s", "seconds from a scale-out by hand to N Ready replicas", AT_MOST, " s"),
+     Threshold("scale_in_within_s", "seconds from a scale-in by hand to 1 replica left", AT_MOST, " s"),
+     Threshold("hpa_out_within_s", "seconds from the load starting to the autoscaler's maximum Ready", AT_MOST,
+               " s"),
+     Threshold("hpa_in_within_s", "seconds from the load ending to 1 replica left (its scale-down window included)",
+               AT_MOST, " s"),
      Threshold("max_flaps", "direction changes of the autoscaler's replica count under steady load", AT_MOST)),
     (Chart("replicas", "replicas over time", "replicas"),)))
 
