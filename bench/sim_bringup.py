@@ -1,6 +1,7 @@
 """Benchmark of the sim: warm `sim up` to all nodes Ready and all controllers healthy, `sim down`, total RSS.
 
-Run: python bench/sim_bringup.py [--repeat N] [--schedulers none]. Numbers go to the README; nothing here asserts.
+Run: python bench/sim_bringup.py [--repeat N] [--schedulers none] [--no-serving] (the control plane alone, as
+kwokctl runs it, is `--schedulers none --no-serving`). Numbers go to the README; nothing here asserts.
 Uses its own GPUPOC_HOME and port base so a running sim is left alone.
 """
 
@@ -31,9 +32,10 @@ def rss_mib(pids: list[int]) -> float:
     return total_kib / 1024
 
 
-def one_round(env: dict[str, str], home: Path, schedulers: str) -> dict[str, float]:
+def one_round(env: dict[str, str], home: Path, schedulers: str, serving: bool = True) -> dict[str, float]:
     started = time.monotonic()
-    subprocess.run([*GPUPOC, "sim", "up", "--schedulers", schedulers], env=env, check=True,
+    subprocess.run([*GPUPOC, "sim", "up", "--schedulers", schedulers, *([] if serving else ["--no-serving"])],
+                   env=env, check=True,
                    stdout=subprocess.DEVNULL)
     up_s = time.monotonic() - started
     state = json.loads((home / "sim" / "state.json").read_text())
@@ -47,13 +49,15 @@ def one_round(env: dict[str, str], home: Path, schedulers: str) -> dict[str, flo
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-serving", dest="serving", action="store_false",
+                        help="without the data plane (kube-proxy, stand-ins, metrics adapter)")
     parser.add_argument("--schedulers", default="kueue,volcano,kuberay", help="as for `gpupoc sim up`; 'none' for "
                         "the control plane alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GPUPOC_HOME": tmp, "GPUPOC_BUILD_HOME": str(build_root()),
                "GPUPOC_SIM_PORT_BASE": PORT_BASE}
-        rounds = [one_round(env, Path(tmp), args.schedulers) for _ in range(args.repeat)]
+        rounds = [one_round(env, Path(tmp), args.schedulers, args.serving) for _ in range(args.repeat)]
     for key in ("up_s", "down_s", "rss_mib"):
         values = [r[key] for r in rounds]
         print(f"{key:8} median {statistics.median(values):7.1f}  min {min(values):7.1f}  max {max(values):7.1f}")

@@ -38,6 +38,11 @@ class Tenant:
     limit_gpus: int | None = None  # the most GPUs it may hold, borrowing included (None: no cap)
     dev_queues: dict[str, str] = field(default_factory=dict)  # backend -> its development (interactive) queue
     dev_gpus: int = 0  # GPUs its development queue is guaranteed
+    serving_namespace: str | None = None  # where its model services run (inference); None: its namespace
+
+    @property
+    def inference_namespace(self) -> str:
+        return self.serving_namespace or self.namespace
 
     @property
     def borrowing_gpus(self) -> int | None:
@@ -122,7 +127,7 @@ class _Fields:
 def _tenant(item: Any, index: int, source: str) -> Tenant:
     f = _Fields(item, f"tenants[{index}]", source)
     f.only(("name", "namespace", "identity", "weight", "quota_gpus", "limit_gpus", "queues", "dev_queues", "dev_gpus",
-            "context"))
+            "context", "serving_namespace"))
     weight = f.get("weight", (int, float))
     if weight <= 0:
         raise f.fail("weight", f"must be greater than 0, got {weight}")
@@ -143,7 +148,8 @@ def _tenant(item: Any, index: int, source: str) -> Tenant:
     return Tenant(name=f.get("name", str), namespace=f.get("namespace", str), identity=f.get("identity", str),
                   weight=float(weight), quota_gpus=quota, limit_gpus=limit,
                   queues={k: queues.get(k, str) for k in queues.data}, context=f.get("context", str, None),
-                  dev_queues={k: dev_queues.get(k, str) for k in dev_queues.data}, dev_gpus=dev_gpus)
+                  dev_queues={k: dev_queues.get(k, str) for k in dev_queues.data}, dev_gpus=dev_gpus,
+                  serving_namespace=f.get("serving_namespace", str, None))
 
 
 def _thresholds(f: _Fields) -> dict[str, dict[str, float]]:

@@ -20,6 +20,8 @@ def missing_references(api: client.ApiClient, profile: Profile, backends: tuple[
     core, dynamic = client.CoreV1Api(api), DynamicClient(api)
     namespaces = {t.namespace for t in profile.tenants if _exists(core, t.namespace)}
     missing = [f"namespace {t.namespace} (tenant {t.name})" for t in profile.tenants if t.namespace not in namespaces]
+    missing += [f"namespace {t.serving_namespace} (tenant {t.name}'s model services: serving_namespace)"
+                for t in profile.tenants if t.serving_namespace and not _exists(core, t.serving_namespace)]
     for backend in backends:
         if backend not in QUEUE_KINDS:
             continue

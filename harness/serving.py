@@ -47,7 +47,7 @@ class ModelService:
 
     @property
     def namespace(self) -> str:
-        return self.tenant.namespace
+        return self.tenant.inference_namespace
 
     def deployment(self, placement: dict[str, Any]) -> dict[str, Any]:
         """`placement`: the backend's scheduler name, labels and annotations for the pods (Backend.serving_pod)."""

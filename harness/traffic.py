@@ -8,8 +8,11 @@ they go to the URL the profile names (an ingress or gateway), from the host.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +22,9 @@ from kubernetes import client
 from harness.errors import HarnessError
 from harness.serving import SERVICE_PORT
 from harness.sim import netns
+from harness.wait import poll
 
-PROBE_GRACE_S = 15.0
+UNSEEN_PROXY_SYNC_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,37 @@ class Probe:
 
 @dataclass(frozen=True)
 class Traffic:
-    """`netns`: the sim's namespace (None: the host, to `base_url`, a real cluster's ingress)."""
+    """`netns`: the sim's namespace (None: the host, to `base_url`, a real cluster's ingress). `proxy_metrics`: the
+    sim's kube-proxy metrics (127.0.0.1), where it says when it last programmed the rules."""
 
     netns: str | None
     base_url: str | None = None
+    proxy_metrics: str | None = None
+
+    def wait_programmed(self, since: float, timeout_s: float = 10.0) -> float:
+        """Until kube-proxy has programmed its rules after `since` (epoch s: when the EndpointSlices changed); the
+        time it did. Where its metrics cannot be read (a real cluster's kube-proxy), its usual minimum sync period
+        (1 s) plus a margin is waited instead."""
+        url = self.proxy_metrics
+        if url is None:
+            time.sleep(UNSEEN_PROXY_SYNC_S)
+            return time.time()
+
+        def synced() -> float:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    text = response.read().decode()
+            except OSError:
+                return 0.0
+            found = re.search(r'^kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} (\S+)$', text,
+                              re.M)
+            return float(found.group(1)) if found else 0.0
+
+        at = poll(synced, lambda t: t > since, timeout_s, poll_s=0.1)
+        if at <= since:
+            raise HarnessError(f"kube-proxy did not program its rules within {timeout_s:.0f}s of the EndpointSlices "
+                               f"changing (last sync {at:.1f}, change {since:.1f})")
+        return at
 
     @property
     def where(self) -> str:
@@ -99,6 +130,8 @@ class Traffic:
         return Probe(self.start(argv, out), out)
 
 
-def sim_traffic(name: str | None) -> Traffic | None:
+def sim_traffic(name: str | None, proxy_metrics_port: int | None = None) -> Traffic | None:
     """The sim's traffic: inside its namespace, when it runs a data plane."""
-    return Traffic(name) if name and netns.exists(name) else None
+    if not name or not netns.exists(name):
+        return None
+    return Traffic(name, proxy_metrics=f"http://127.0.0.1:{proxy_metrics_port}/metrics" if proxy_metrics_port else None)

@@ -10,7 +10,9 @@ from harness.backends.base import (SERVING, Controllers, ADMITTED, FAILED, PREEM
                                    JobStatus, Monitoring, OwnedKind, PreemptionCounter, QueueUsage, Series, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
+from harness.errors import ConfigError
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
+from harness.profile import Tenant
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -71,8 +73,9 @@ class KueueBackend(Capabilities):
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
     monitoring = MONITORING
-    lacking = {SERVING: "Deployments are not queued on this target: Kueue's pod integration (its pod webhook, "
-                        "scoped to the inference namespace) is not set up by gpupoc yet"}
+    lacking = {SERVING: "gpupoc does not queue Deployments on Kueue yet: its pod and Deployment integration is off on "
+                        "the sim (on, a scale-out of whole-node replicas was refused for GPUs Kueue had admitted; "
+                        "not yet understood)"}
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')
@@ -83,6 +86,14 @@ class KueueBackend(Capabilities):
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         return [batch_job(job, {QUEUE_LABEL: tenant_queue(job, "kueue")})]
+
+    def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
+        """Kueue's Deployment integration: the queue label on the Deployment (and its pods, which Kueue gates until
+        each is admitted as a Workload of its own), in a namespace its managedJobsNamespaceSelector covers."""
+        queue = tenant.queues.get("kueue")
+        if not queue:
+            raise ConfigError(f"tenant {tenant.name} has no kueue queue in the profile (tenants[].queues.kueue)")
+        return {"labels": {QUEUE_LABEL: queue}}
 
     def tracked_kind(self) -> tuple[str, str]:
         return API_VERSION, "Workload"

@@ -100,6 +100,7 @@ class Serving:
     listeners: list[asyncio.Server]
     metrics_port: int
     uid: str
+    ip: str
 
 
 class StandIns:
@@ -114,7 +115,10 @@ class StandIns:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         annotations = pod.metadata.annotations or {}
         current = self.serving.get(key)
-        if current is not None and (kind == "DELETED" or current.uid != pod.metadata.uid):
+        moved = current is not None and pod.status.pod_ip and current.ip != pod.status.pod_ip
+        if current is not None and (kind == "DELETED" or current.uid != pod.metadata.uid or moved):
+            if moved:
+                log.info("%s: its IP changed from %s to %s: serving it there", key, current.ip, pod.status.pod_ip)
             await self._stop(key)
             current = None
         if kind == "DELETED" or current is not None or not standin.serves(annotations):
@@ -140,7 +144,7 @@ class StandIns:
         on_host = listening_socket(HOST, "127.0.0.1", 0)
         port = on_host.getsockname()[1]
         listeners = [await asyncio.start_server(server.handle, sock=s) for s in (on_pod, on_host)]
-        self.serving[key] = Serving(server, listeners, port, pod.metadata.uid)
+        self.serving[key] = Serving(server, listeners, port, pod.metadata.uid, pod.status.pod_ip)
         self._write_targets()
         log.info("%s: serving %s on %s:%d (metrics on 127.0.0.1:%d), version %s", key, spec.model,
                  pod.status.pod_ip, spec.port, port, spec.version)

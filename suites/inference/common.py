@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,11 @@ from kubernetes import client
 from harness.backends import Backend
 from harness.backends.base import SERVING
 from harness.criteria.inference.elasticity import unplaced
+from harness.criteria.inference.service_discovery import published
 from harness.profile import Profile
 from harness.serving import APP_LABEL, SERVER_PORT, TRACK_LABEL, ModelService
 from harness.sim import cluster as sim_cluster
+from harness.sim.config import ports_from_env
 from harness.target import Target
 from harness.tracker import Objects, Tracker
 from harness.traffic import Traffic, sim_traffic
@@ -28,7 +31,7 @@ __all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoin
 def traffic_for(target: Target, profile: Profile) -> Traffic:
     """Where probe and load come from, or SKIP with the reason nothing can reach the Service from here."""
     if target.kind == "sim":
-        traffic = sim_traffic(sim_cluster.data_plane_netns())
+        traffic = sim_traffic(sim_cluster.data_plane_netns(), ports_from_env().kube_proxy_metrics)
         if traffic is None:
             pytest.skip("the sim runs without its data plane (`gpupoc sim up --no-serving`): no Service answers")
         return traffic
@@ -67,6 +70,9 @@ def ready_pods(service: ModelService, pods: Objects, track: str | None = None) -
     return [p for p in of(service, pods, track) if is_ready(p)]
 
 
+REFUSED_FOR_S = 15.0  # a pod refused this long is not waiting for a previous test's GPUs to be freed
+
+
 def wait_ready(workloads: Workloads, service: ModelService, count: int, timeout_s: float,
                track: str | None = None) -> float:
     """Block until exactly `count` pods of the service are Ready and no other is left; when it was seen."""
@@ -76,8 +82,9 @@ def wait_ready(workloads: Workloads, service: ModelService, count: int, timeout_
         return len(ready_pods(service, objs, track)) == count and len(of(service, objs, track)) == count
 
     def stuck(objs: Objects) -> str | None:
-        """Pods it waits for that the scheduler refused (while scaling in, those are the ones going)."""
-        lost = unplaced(of(service, objs, track))
+        """Pods it waits for that the scheduler has refused for a while (while scaling in, those are the ones going)."""
+        lost = unplaced(of(service, objs, track),
+                        since_before=datetime.now(timezone.utc) - timedelta(seconds=REFUSED_FOR_S))
         waiting_for_them = len(of(service, objs, track)) <= count
         return f"{len(lost)} pod(s) cannot be placed: {next(iter(lost.values()))}" if lost and waiting_for_them else None
 
@@ -105,6 +112,14 @@ def roll_out(workloads: Workloads, backend: Backend, new: ModelService) -> float
     at = time.time()
     apps.patch_namespaced_deployment(new.name, new.namespace, {"spec": {"template": template}})
     return at
+
+
+def wait_routed(traffic: Traffic, slices: Tracker, service: ModelService, count: int, timeout_s: float) -> None:
+    """Until the Service's EndpointSlices list `count` ready endpoints and kube-proxy has programmed them."""
+    slices.wait_until(f"{count} ready endpoints of {service.app}",
+                      lambda objs: len(published(list(objs.values()), SERVER_PORT)) == count, timeout_s,
+                      describe=lambda objs: f"{len(published(list(objs.values()), SERVER_PORT))} ready endpoints")
+    traffic.wait_programmed(time.time())
 
 
 def probe_file(tmp_path: Path, name: str) -> Path:

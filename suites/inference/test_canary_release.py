@@ -22,10 +22,11 @@ from harness.criteria.inference.service_discovery import published
 from harness.target import Target
 from harness.workloads import Workloads
 from suites.inference.common import (SERVING, deploy, endpoint_slices, probe_file, require, roll_out, scale,
-                                     traffic_for, wait_ready)
+                                     traffic_for, wait_ready, wait_routed)
 
 SPLIT_REQUESTS = 400
-RATE = 50.0
+RATE = 80.0
+PHASE_S = 3.0  # the canary's analysis, and the check after its rollback
 
 
 def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
@@ -40,6 +41,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     deploy(workloads, backend, canary, with_service=False)
     wait_ready(workloads, stable, stable_replicas, profile.timeouts.admit, track="stable")
     wait_ready(workloads, canary, canary_replicas, profile.timeouts.admit, track="canary")
+    wait_routed(traffic, slices, stable, stable_replicas + canary_replicas, profile.timeouts.admit)
     url = traffic.service_url(target.api, stable.namespace, stable.app)
 
     answers = traffic.probe(url, RATE, SPLIT_REQUESTS / RATE, probe_file(tmp_path, "split")).samples(60)
@@ -61,7 +63,8 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     slices.wait_until(f"canary {bad.version} among the ready endpoints", lambda objs: bool(
         _addresses(pods.objects, bad.version) & {addr for addr, *_ in published(list(objs.values()), SERVER_PORT)}),
         profile.timeouts.admit)
-    analysis = traffic.probe(url, RATE, 4.0, probe_file(tmp_path, "analysis")).samples(60)
+    traffic.wait_programmed(time.time())
+    analysis = traffic.probe(url, RATE, PHASE_S, probe_file(tmp_path, "analysis")).samples(60)
     on_canary = [a for a in analysis if a.version == bad.version]
     error_rate = sum(1 for a in on_canary if not a.ok) / len(on_canary) if on_canary else 0.0
     ev.note(f"analysis: canary {bad.version} answered {len(on_canary)} of {len(analysis)} requests, error rate "
@@ -74,9 +77,9 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     canary_ips = _addresses(pods.objects, bad.version)
     slices.wait_until("no canary endpoint ready", lambda objs: not canary_ips & {
         addr for addr, *_ in published(list(objs.values()), SERVER_PORT)}, profile.timeouts.admit)
-    ev.expect("rollback_within_s", round(time.time() - tripped, 3))
-    after = traffic.probe(url, RATE, 4.0, probe_file(tmp_path, "after")).samples(60)
-    ev.expect("max_canary_after_rollback", sum(1 for a in after if a.version != stable.version))
+    ev.expect("rollback_within_s", round(traffic.wait_programmed(time.time()) - tripped, 3))
+    after = traffic.probe(url, RATE, PHASE_S, probe_file(tmp_path, "after")).samples(60)
+    ev.expect("max_canary_after_rollback", sum(1 for a in after if a.version == bad.version))
     ev.note(f"after the rollback: {len(after)} requests, {sum(1 for a in after if a.ok)} answered, all versions seen: "
             f"{sorted({a.version for a in after if a.version})}.")
     ev.verdict()

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference.elasticity import CRITERION, flaps, unplaced
+from harness.criteria.inference.elasticity import CRITERION, flaps, held_by_queue, unplaced
 from harness.errors import WaitTimeout
 from harness.profile import Profile
 from harness.record.evidence import Evidence
@@ -47,15 +47,16 @@ def test_elasticity(backend: Backend, workloads: Workloads, queue_model: Profile
     beyond = nodes + 2  # whole-node replicas: two more than there are nodes
     scale(workloads, service, beyond)
     pods = workloads.pods(service.namespace)
-    pods.wait_until(f"{beyond} replicas placed or refused by the scheduler",
-                    lambda objs: len(ready_pods(service, objs)) + len(unplaced(of(service, objs))) >= beyond,
-                    profile.timeouts.admit)
-    refused = unplaced(of(service, pods.objects))
+    pods.wait_until(f"{beyond} replicas placed, refused by the scheduler or held by the queue",
+                    lambda objs: len(ready_pods(service, objs)) + len(unplaced(of(service, objs)))
+                    + len(held_by_queue(of(service, objs))) >= beyond, profile.timeouts.admit)
+    refused, held = unplaced(of(service, pods.objects)), held_by_queue(of(service, pods.objects))
     reached = len(ready_pods(service, pods.objects))
-    ev.tables["pods the scheduler could not place"] = [{"pod": name, "scheduler's reason": why}
-                                                      for name, why in sorted(refused.items())]
+    ev.tables["pods that could not be placed"] = [{"pod": name, "reason": why} for name, why in sorted(refused.items())] \
+        + [{"pod": name, "reason": "held by the queue (scheduling gate): beyond the tenant's GPU limit"} for name in held]
     ev.note(f"scaled to {beyond} whole-node replicas ({per_node} GPUs each) on {nodes} GPU nodes: {reached} reached "
-            f"Ready, {len(refused)} not placed (not counted as reached).")
+            f"Ready, {len(refused)} refused by the scheduler and {len(held)} held by the queue (not counted as "
+            "reached).")
     scale(workloads, service, 0)  # the GPUs back for the autoscaling case
     wait_ready(workloads, service, 0, profile.timeouts.admit)
     autoscale_run(backend, workloads, profile, target, ev, tmp_path)
@@ -102,7 +103,7 @@ def autoscale_run(backend: Backend, workloads: Workloads, profile: Profile, targ
             f"{', '.join(f'{r:g}@{t:.0f}s' for t, r in replicas)}.")
 
 
-HPA_MAX, HPA_LOAD_RATE, HPA_LOAD_S, HPA_TARGET = 3, 10.0, 30.0, "1"
+HPA_MAX, HPA_LOAD_RATE, HPA_LOAD_S, HPA_TARGET = 3, 10.0, 20.0, "1"
 
 
 def hpa(service: ModelService, selector: dict[str, str]) -> dict[str, Any]:
@@ -114,7 +115,7 @@ def hpa(service: ModelService, selector: dict[str, str]) -> dict[str, Any]:
                          "metric": {"name": "vllm_num_requests_waiting", "selector": {"matchLabels": selector}},
                          "target": {"type": "AverageValue", "averageValue": HPA_TARGET}}}],
                      "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0},
-                                  "scaleDown": {"stabilizationWindowSeconds": 10}}}}
+                                  "scaleDown": {"stabilizationWindowSeconds": 5}}}}
 
 
 def hpa_conditions(workloads: Workloads, service: ModelService) -> str:

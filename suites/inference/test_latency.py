@@ -26,7 +26,7 @@ from harness.wait import poll
 from harness.workloads import Workloads
 from suites.inference.common import SERVING, deploy, require, traffic_for, wait_ready
 
-RATE, DURATION_S, TOKENS = 8.0, 10.0, (32, 32)  # 80 requests of 32 prompt and 32 output tokens
+RATE, DURATION_S, TOKENS = 10.0, 8.0, (32, 32)  # 80 requests of 32 prompt and 32 output tokens
 SCRAPE_WAIT_S = 30.0
 
 

@@ -32,7 +32,7 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     require(target, backend, SERVING)
     traffic = traffic_for(target, profile)
     stable = ModelService(workloads.job_name("llm-roll"), profile.tenants[0], replicas=REPLICAS,
-                          server={"load-time": "2s"})
+                          server={"load-time": "1s"})
     new = stable.but(version="v2", image="sim/vllm:0.10", ready_gate=gated)
     slices = endpoint_slices(workloads, stable)
     deploy(workloads, backend, stable)
@@ -45,7 +45,7 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     slices.on_event(count)
     count("", {})
     url = traffic.service_url(target.api, stable.namespace, stable.app)
-    window = REPLICAS * 4.0 + 6.0  # each surge pod: scheduled, loads 2 s, Ready; then the old one goes
+    window = REPLICAS * 3.0 + 4.0  # each surge pod: scheduled, loads 1 s, Ready; then the old one drains 2 s
     probe = traffic.probe(url, PROBE_RATE, window, probe_file(tmp_path, "rollout"))
     time.sleep(1.0)  # a second of steady state before the rollout, in the probe's record
     started = roll_out(workloads, backend, new)

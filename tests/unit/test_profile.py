@@ -33,7 +33,7 @@ def test_reference_profiles_are_valid_and_cover_every_criterion(path: str) -> No
     (lambda d: d["thresholds"].pop("training.gang_admission"), "thresholds.training.gang_admission: missing"),
     (lambda d: d["thresholds"]["training.queue_fairness"].update(min_jain=1), "min_jain: unknown field"),
     (lambda d: d["thresholds"]["training.queue_wait"].update(p95_s="fast"), "p95_s: must be a number"),
-    (lambda d: d["thresholds"].update({"inference.latency": {"p99_ms": 5}}), "inference.latency: unknown field"),
+    (lambda d: d["thresholds"].update({"scale.throughput": {"jobs_per_s": 5}}), "scale.throughput: unknown field"),
     (lambda d: d.update(submit_as="root"), "submit_as: must be one of runner, tenant"),
     (lambda d: d["tenants"][1].update(weight=0), "tenants[1].weight: must be greater than 0"),
     (lambda d: d["tenants"][1].update(limit_gpus=4), "tenants[1].limit_gpus: must be at least quota_gpus"),

@@ -3,8 +3,10 @@ cannot be placed are reported with the scheduler's reason and not counted as rea
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from harness.backends.base import parse_time
 from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -21,14 +23,26 @@ CRITERION = register(Criterion(
     (Chart("replicas", "replicas over time", "replicas"),)))
 
 
-def unplaced(pods: list[dict[str, Any]]) -> dict[str, str]:
-    """Pods the scheduler could not place, with its reason (PodScheduled=False's message)."""
+def unplaced(pods: list[dict[str, Any]], since_before: datetime | None = None) -> dict[str, str]:
+    """Pods the scheduler could not place, with its reason (PodScheduled=False's message); with `since_before`, only
+    those refused since before then (a pod refused for a moment, while another's GPUs are being freed, is not)."""
     found = {}
     for pod in pods:
         for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            # SchedulingGated is a queue holding the pod (Kueue's admission gate), not the scheduler refusing it
+            if c.get("type") != "PodScheduled" or c.get("status") != "False" or c.get("reason") == "SchedulingGated":
+                continue
+            since = parse_time(c.get("lastTransitionTime"))
+            if since_before is None or (since is not None and since < since_before):
                 found[pod["metadata"]["name"]] = c.get("message") or c.get("reason") or "unschedulable"
     return found
+
+
+def held_by_queue(pods: list[dict[str, Any]]) -> list[str]:
+    """Pods a queue holds back (a scheduling gate: Kueue's admission), not yet handed to the scheduler."""
+    return [p["metadata"]["name"] for p in pods if any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+        for c in (p.get("status") or {}).get("conditions") or [])]
 
 
 def flaps(replicas: list[int]) -> int:
