@@ -18,7 +18,9 @@ WEBHOOK_RESOURCES = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "raycl
 # Kueue's pod and Deployment integrations (a model service on Kueue): off for now. Turned on, as tried, they admit
 # a Deployment's pods one Workload each and pass the inference cases run alone, but in a whole suite run a
 # scale-out of whole-node replicas was refused by kube-scheduler for GPUs Kueue had admitted (not yet understood).
-# When they are on, their webhooks and managedJobsNamespaceSelector act only in the serving namespaces.
+# When they are on, their webhooks act only in the serving namespaces; so must managedJobsNamespaceSelector, which
+# Kueue v0.19 applies to every integration (batch Jobs included): a selector of the serving namespaces alone
+# leaves the training namespaces' Jobs unmanaged.
 SERVING_INTEGRATIONS = ("pod", "deployment")
 # Kueue's pod-based integrations (a model service's Deployment and its pods) act only in namespaces with this label:
 # its pod webhook never sees a training pod.
@@ -40,7 +42,6 @@ def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_d
         "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "integrations": {"frameworks": list(INTEGRATIONS)},
-        "managedJobsNamespaceSelector": SERVING_NAMESPACES,  # pod-based integrations only (none enabled yet)
     }
 
 

@@ -56,37 +56,34 @@ def make_ca(directory: Path, name: str = "gpupoc-sim-ca") -> KeyPair:
     return pair
 
 
-def make_serving_cert(ca: KeyPair, directory: Path, name: str, dns: tuple[str, ...] = ("localhost",)) -> KeyPair:
-    """A server certificate for 127.0.0.1 (and `dns`), signed by `ca`."""
+def _signed(ca: KeyPair, directory: Path, name: str, common_name: str,
+            extensions: list[x509.ExtensionType]) -> KeyPair:
+    """A key and a certificate for `common_name` with `extensions`, signed by `ca`, written as name.crt/.key."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
     ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
     assert isinstance(ca_key, rsa.RSAPrivateKey)
     key = _new_key()
-    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    sans += [x509.DNSName(d) for d in dns]
-    cert = (_builder(name, ca_cert.subject, key.public_key())
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    builder = _builder(common_name, ca_cert.subject, key.public_key())
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     pair = KeyPair(directory / f"{name}.crt", directory / f"{name}.key")
     pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(key, pair.key)
     return pair
+
+
+def make_serving_cert(ca: KeyPair, directory: Path, name: str, dns: tuple[str, ...] = ("localhost",)) -> KeyPair:
+    """A server certificate for 127.0.0.1 (and `dns`), signed by `ca`."""
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    sans += [x509.DNSName(d) for d in dns]
+    return _signed(ca, directory, name, name, [x509.SubjectAlternativeName(sans),
+                                               x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])])
 
 
 def make_client_cert(ca: KeyPair, directory: Path, name: str, common_name: str) -> KeyPair:
     """A client certificate (CN `common_name`) signed by `ca`: the API server's front-proxy identity."""
-    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
-    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
-    assert isinstance(ca_key, rsa.RSAPrivateKey)
-    key = _new_key()
-    cert = (_builder(common_name, ca_cert.subject, key.public_key())
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    pair = KeyPair(directory / f"{name}.crt", directory / f"{name}.key")
-    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(key, pair.key)
-    return pair
+    return _signed(ca, directory, name, common_name, [x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])])
 
 
 def make_signing_key(path: Path) -> Path:
