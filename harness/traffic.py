@@ -25,6 +25,7 @@ from harness.sim import netns
 from harness.wait import poll
 
 UNSEEN_PROXY_SYNC_S = 2.0
+PROXY_WATCH_SKEW_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -78,29 +79,35 @@ class Traffic:
     proxy_metrics: str | None = None
 
     def wait_programmed(self, since: float, timeout_s: float = 10.0) -> float:
-        """Until kube-proxy has programmed its rules after `since` (epoch s: when the EndpointSlices changed); the
-        time it did. Where its metrics cannot be read (a real cluster's kube-proxy), its usual minimum sync period
-        (1 s) plus a margin is waited instead."""
+        """Until kube-proxy has programmed every change it had queued, one of them queued at `since` or later (epoch
+        s, minus a second: its watch and ours see the EndpointSlices change at about the same time); the time it
+        did. Where its metrics cannot be read (a real cluster's kube-proxy), its usual minimum sync period (1 s)
+        plus a margin is waited instead."""
         url = self.proxy_metrics
         if url is None:
             time.sleep(UNSEEN_PROXY_SYNC_S)
             return time.time()
 
-        def synced() -> float:
+        def reading() -> tuple[float, float]:
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
                     text = response.read().decode()
             except OSError:
-                return 0.0
-            found = re.search(r'^kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} (\S+)$', text,
-                              re.M)
-            return float(found.group(1)) if found else 0.0
+                return 0.0, 0.0
+            found = {name: float(value) for name, value in re.findall(
+                r'^kubeproxy_sync_proxy_rules_(last_timestamp|last_queued_timestamp)_seconds\{ip_family="IPv4"\} (\S+)$',
+                text, re.M)}
+            return found.get("last_timestamp", 0.0), found.get("last_queued_timestamp", 0.0)
 
-        at = poll(synced, lambda t: t > since, timeout_s, poll_s=0.1)
-        if at <= since:
-            raise HarnessError(f"kube-proxy did not program its rules within {timeout_s:.0f}s of the EndpointSlices "
-                               f"changing (last sync {at:.1f}, change {since:.1f})")
-        return at
+        def done(r: tuple[float, float]) -> bool:
+            synced, queued = r
+            return queued >= since - PROXY_WATCH_SKEW_S and synced >= queued
+
+        synced, queued = poll(reading, done, timeout_s, poll_s=0.1)
+        if not done((synced, queued)):
+            raise HarnessError(f"kube-proxy did not program the EndpointSlices' change within {timeout_s:.0f}s (last "
+                               f"change queued {queued - since:+.1f}s, last sync {synced - since:+.1f}s from the change)")
+        return synced
 
     @property
     def where(self) -> str:

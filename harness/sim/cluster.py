@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -165,6 +166,9 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         say(f"sim was left broken ({dead} not running): stopping what is left and starting afresh")
         down(say=lambda _: None)
     lay.root.mkdir(parents=True, exist_ok=True)
+    if cfg.serving and cfg.nodes == 0:  # no pod to serve; kube-proxy would wait 30 s for a node of its own
+        say("no nodes: the data plane (kube-proxy, model-server stand-ins, metrics adapter) is left out")
+        cfg = dataclasses.replace(cfg, serving=False)
     components = control_plane(lay, cfg.ports)
     scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
     if cfg.serving:
