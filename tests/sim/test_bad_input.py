@@ -72,7 +72,7 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [  # id, argv, environ
     ("compare not json", ["compare", str(FIXTURES / "not-json.txt")], {}, "not JSON"),
     ("compare not a record", ["compare", str(FIXTURES / "partial-record.json")], {}, "missing or unknown fields"),
     ("check-designed missing", ["check-designed", "/no/such/record.json"], {}, "give the record.json of a run"),
-    ("sim component", ["sim", "stop", "kube-proxy"], {}, "no sim component 'kube-proxy'"),
+    ("sim component", ["sim", "stop", "kube-dns"], {}, "no sim component 'kube-dns'"),
     ("sim freeze time", ["sim", "freeze", "kueue", "--for", "0"], {}, "--for must be a positive number of seconds"),
     ("sim schedulers", ["sim", "up", "--schedulers", "slurm"], {}, "--schedulers: unknown slurm"),
     ("sim schedulers env", ["sim", "up"], {"GPUPOC_SIM_SCHEDULERS": "slurm"}, "unknown slurm"),
