@@ -184,10 +184,11 @@ class Workloads:
                                               stamp, who))
 
     def apply(self, tenant: Tenant, manifests: list[dict[str, Any]]) -> list[Any]:
-        """Apply objects that are not a gang job (a serving Deployment and its Service) in the tenant's namespace, as
-        the tenant, labelled as this test's: deleted at teardown like its jobs."""
+        """Apply objects that are not a gang job (a serving Deployment and its Service, in the tenant's serving
+        namespace), as the tenant, labelled as this test's: deleted at teardown like its jobs (in their namespace)."""
         objects = labelled(manifests, self.run_id, self.test)
-        self._submitted |= {(tenant.namespace, m["apiVersion"], m["kind"]) for m in objects}
+        self._submitted |= {(m["metadata"].get("namespace", tenant.namespace), m["apiVersion"], m["kind"])
+                            for m in objects}
         api = self.submitter(tenant) if self.submitter is not None else self.api
         return list(apply_objects(api, objects))
 
