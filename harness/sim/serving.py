@@ -9,6 +9,7 @@ controller-manager reads Prometheus through an external-metrics adapter register
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import sys
 from pathlib import Path
@@ -74,8 +75,6 @@ def teardown(ports: Ports) -> None:
 
 def _network(cidr: str) -> str:
     """'10.244.0.1/16' -> '10.244.0.0/16' (the route wants the network address)."""
-    import ipaddress
-
     return str(ipaddress.ip_network(cidr, strict=False))
 
 

@@ -21,7 +21,7 @@ from harness.serving import SERVER_PORT, ModelService
 from harness.criteria.inference.service_discovery import published
 from harness.target import Target
 from harness.workloads import Workloads
-from suites.inference.common import (SERVING, deploy, endpoint_slices, probe_file, require, roll_out, scale,
+from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready, probe_file, require, roll_out, scale,
                                      traffic_for, wait_ready, wait_routed)
 
 SPLIT_REQUESTS = 400
@@ -57,8 +57,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     roll_out(workloads, backend, bad)
     pods = workloads.pods(stable.namespace)
     pods.wait_until(f"canary on {bad.version}", lambda objs: sum(
-        1 for p in objs.values() if (p["metadata"].get("labels") or {}).get("version") == bad.version
-        and any(c.get("type") == "Ready" and c.get("status") == "True" for c in p["status"].get("conditions") or []))
+        1 for p in objs.values() if (p["metadata"].get("labels") or {}).get("version") == bad.version and is_ready(p))
         == canary_replicas, profile.timeouts.admit)
     slices.wait_until(f"canary {bad.version} among the ready endpoints", lambda objs: bool(
         _addresses(pods.objects, bad.version) & {addr for addr, *_ in published(list(objs.values()), SERVER_PORT)}),

@@ -20,7 +20,7 @@ from harness.serving import SERVER_PORT, ModelService
 from harness.target import Target
 from harness.workloads import Workloads
 from harness.criteria.inference.service_discovery import published
-from suites.inference.common import (SERVING, deploy, endpoint_slices, of, probe_file, require, roll_out,
+from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready, of, probe_file, require, roll_out,
                                      traffic_for, wait_ready)
 
 REPLICAS = 3
@@ -52,7 +52,7 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     pods = workloads.pods(stable.namespace)
     pods.wait_until(f"all {REPLICAS} pods on {new.version} and Ready",
                     lambda objs: sum(1 for p in of(stable, objs) if (p["metadata"].get("labels") or {}).get(
-                        "version") == new.version and _ready(p)) == REPLICAS and len(of(stable, objs)) == REPLICAS,
+                        "version") == new.version and is_ready(p)) == REPLICAS and len(of(stable, objs)) == REPLICAS,
                     profile.timeouts.admit)
     answers = probe.samples(window + 30)
     ended = answers[-1].t if answers else time.time()
@@ -66,11 +66,6 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
             + (f" (first: {failed[0].status or failed[0].error} from {failed[0].pod or 'no pod'})" if failed else "")
             + f"; ready endpoints floor {floor} (desired {REPLICAS} - maxUnavailable {new.max_unavailable}).")
     ev.verdict()
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def test_rolling_release(backend: Backend, workloads: Workloads, queue_model: Profile, target: Target,
