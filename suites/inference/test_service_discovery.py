@@ -41,13 +41,13 @@ def discovery_run(backend: Backend, workloads: Workloads, profile: Profile, targ
     pods.on_event(compare)
     slices.on_event(compare)
     deploy(workloads, backend, service)
-    wait_ready(workloads, service, 1, profile.timeouts.admit)
+    replicas = 1
+    wait_ready(workloads, service, replicas, profile.timeouts.admit)
     for step in STEPS:
         if step == "delete one":
             victim = sorted(p["metadata"]["name"] for p in of(service, pods.objects))[0]
             client.CoreV1Api(workloads.client_for(service.tenant)).delete_namespaced_pod(victim, service.namespace)
-            ev.note(f"deleted pod {victim}")
-            replicas = len(of(service, pods.objects))
+            ev.note(f"deleted pod {victim}")  # the ReplicaSet replaces it: the count stays
         else:
             scale(workloads, service, int(step))
             replicas = int(step)
