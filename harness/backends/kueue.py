@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (SERVING, Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
+from harness.backends.base import (Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
                                    JobStatus, Monitoring, OwnedKind, PreemptionCounter, QueueUsage, Series, WaitHistogram,
                                    condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
 from harness.backends.batch import batch_job
@@ -73,9 +73,6 @@ class KueueBackend(Capabilities):
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND
     monitoring = MONITORING
-    lacking = {SERVING: "gpupoc does not queue Deployments on Kueue yet: its pod and Deployment integration is off on "
-                        "the sim (on, a scale-out of whole-node replicas was refused for GPUs Kueue had admitted; "
-                        "not yet understood)"}
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')

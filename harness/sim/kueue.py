@@ -12,16 +12,14 @@ import copy
 from pathlib import Path
 from typing import Any
 
-INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster")
+# batch Jobs and Ray for training; pods and Deployments for model services (inference).
+INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster", "pod", "deployment")
 # (apiGroup, resource) pairs whose webhooks the enabled integrations and Kueue's own API need.
-WEBHOOK_RESOURCES = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters")}
-# Kueue's pod and Deployment integrations (a model service on Kueue): off for now. Turned on, as tried, they admit
-# a Deployment's pods one Workload each and pass the inference cases run alone, but in a whole suite run a
-# scale-out of whole-node replicas was refused by kube-scheduler for GPUs Kueue had admitted (not yet understood).
-# When they are on, their webhooks act only in the serving namespaces; so must managedJobsNamespaceSelector, which
-# Kueue v0.19 applies to every integration (batch Jobs included): a selector of the serving namespaces alone
-# leaves the training namespaces' Jobs unmanaged.
-SERVING_INTEGRATIONS = ("pod", "deployment")
+WEBHOOK_RESOURCES = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"), ("", "pods"),
+                     ("apps", "deployments")}
+# managedJobsNamespaceSelector stays Kueue's default (every namespace but kube-system and kueue-system): Kueue v0.19
+# applies it to every integration, batch Jobs included, so narrowing it to the serving namespaces would leave the
+# training namespaces' Jobs unmanaged. The pod-based webhooks are narrowed instead (below).
 # Kueue's pod-based integrations (a model service's Deployment and its pods) act only in namespaces with this label:
 # its pod webhook never sees a training pod.
 SERVING_NAMESPACES = {"matchLabels": {"gpupoc.io/serving": "true"}}
