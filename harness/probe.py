@@ -16,6 +16,7 @@ import http.client
 import ipaddress
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -101,12 +102,14 @@ def run(url: str, rate: float, duration_s: float, max_requests: int, timeout_s: 
         finally:
             slots.release()
 
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())  # Probe.stop(): no new request; the ones out finish
     for i in range(count):
-        if oks.is_set():
+        if oks.is_set() or stopping.is_set():
             break
         delay = start + i / rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        if delay > 0 and stopping.wait(delay):
+            break
         slots.acquire()
         thread = threading.Thread(target=fire, daemon=True)
         thread.start()

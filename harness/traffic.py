@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +51,11 @@ class Probe:
     process: subprocess.Popen[str]
     out: Path
     netns_inode: int | None = None
+
+    def stop(self) -> None:
+        """End the probe early: it sends nothing more, and the requests already out finish."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
 
     def samples(self, timeout_s: float) -> list[Sample]:
         """Wait for the probe to end (it is bounded by its own count and duration); its samples in order."""

@@ -25,6 +25,7 @@ from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready,
 
 REPLICAS = 3
 PROBE_RATE = 20.0
+SETTLED_S = 1.0
 
 
 def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
@@ -45,7 +46,7 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     slices.on_event(count)
     count("", {})
     url = traffic.service_url(target.api, stable.namespace, stable.app)
-    window = REPLICAS * 3.0 + 4.0  # each surge pod: scheduled, loads 1 s, Ready; then the old one drains 2 s
+    window = REPLICAS * 3.0 + 4.0  # at most; the probe ends once the rollout has settled
     probe = traffic.probe(url, PROBE_RATE, window, probe_file(tmp_path, "rollout"))
     time.sleep(1.0)  # a second of steady state before the rollout, in the probe's record
     started = roll_out(workloads, backend, new)
@@ -54,6 +55,8 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
                     lambda objs: sum(1 for p in of(stable, objs) if (p["metadata"].get("labels") or {}).get(
                         "version") == new.version and is_ready(p)) == REPLICAS and len(of(stable, objs)) == REPLICAS,
                     profile.timeouts.admit)
+    time.sleep(SETTLED_S)  # a moment of the new steady state in the probe's record, then the probe ends
+    probe.stop()
     answers = probe.samples(window + 30)
     ended = answers[-1].t if answers else time.time()
     rate = success_rate(answers)

@@ -31,7 +31,7 @@ from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
 from tests.suites.test_governance import suite
 
-CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.rolling_release",
+CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscaling", "inference.rolling_release",
             "inference.canary_release", "inference.service_discovery", "inference.latency")
 
 
@@ -113,7 +113,7 @@ def test_latency_fails_when_the_model_server_runs_one_sequence_at_a_time(
 def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
         target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
     """The HPA's selector names a model no server serves: the adapter answers no series, the HPA never scales."""
-    ev = Evidence.of(elasticity.CRITERION, backend.name, queue_model.thresholds[elasticity.CRITERION.id])
+    ev = Evidence.of(elasticity.AUTOSCALING, backend.name, queue_model.thresholds[elasticity.AUTOSCALING.id])
     with pytest.raises(CriterionViolation, match=r"hpa_out_within_s: nothing measured"):
         autoscale_run(backend, workloads, queue_model, target, ev, tmp_path, selector={"model_name": "no-such-model"})
         ev.verdict()
