@@ -7,8 +7,9 @@ PYTHON := $(CURDIR)/$(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The checkout's own harness (not whatever `gpupoc` an earlier install of another checkout left on PATH).
 GPUPOC := $(PYTHON) -m harness.cli
-# Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai).
-export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai
+# Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai), and a real
+# Slurm beside the cluster (Debian's packages, installed by sim/install-deps.sh).
+export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai,slurm
 
 .PHONY: poc test install build unit clean-sim
 

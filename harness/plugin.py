@@ -19,6 +19,8 @@ from kubernetes import client
 
 from harness import backends as backend_registry, criteria
 from harness.backends import Backend
+from harness.backends.slurm import SlurmBackend
+from harness.slurm import SlurmJobs
 from harness.cleanup import delete_namespace, new_namespace, sweep
 from harness.config import OPTIONS, RunConfig, resolve
 from harness.criteria.governance.audit import Submitted
@@ -219,8 +221,16 @@ def queue_model(target: Target, gpupoc_config: RunConfig) -> Profile:
 
 @pytest.fixture()
 def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_config: RunConfig, queue_model: Profile,
-              request: pytest.FixtureRequest) -> Iterator[Workloads]:
+              request: pytest.FixtureRequest) -> Iterator[Workloads | SlurmJobs]:
     """Submit jobs through this test's backend; what it created is deleted at teardown, leftovers reported."""
+    if isinstance(backend, SlurmBackend):  # not Kubernetes: its jobs go through slurmrestd
+        jobs = backend.job_system(queue_model, gpupoc_config.run_id, request.node.nodeid, target.kind,
+                                  gpupoc_config.apply_queue_model)
+        yield jobs
+        call = request.node.stash.get(CALL_REPORT_KEY, None)
+        record.amend_result(request.config, request.node.nodeid,
+                            jobs.diagnostics() if call is not None and call.failed else [], jobs.close())
+        return
     submitter = target.seam.as_tenant if queue_model.submit_as == "tenant" else None
     tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete,
                         submitter, simulated=target.kind == "sim")

@@ -17,7 +17,7 @@ from harness.errors import ConfigError
 from harness.timeouts import OPERATIONS, Timeouts
 
 SUBMITTERS = ("runner", "tenant")  # who submits the jobs: the runner's identity, or each tenant's own
-BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default")
+BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default", "slurm")
 
 
 

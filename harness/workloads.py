@@ -19,7 +19,7 @@ from kubernetes.dynamic.resource import Resource
 
 from harness.apply import apply_objects
 from harness.backends import Backend, GangJob, JobStatus
-from harness.backends.base import created_at, job_of
+from harness.backends.base import created_at, job_of, pod_state
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
 from harness.seam import service_account_user
@@ -36,15 +36,6 @@ from harness.wait import wait_gone
 FAIL_LABEL, FAIL_AFTER, EXIT_CODE = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after", "sim.gpupoc.io/exit-code"
 DIAGNOSTIC_LINES = 60
 LOG_BYTES = 4096
-
-
-def pod_state(pod: dict[str, Any]) -> str:
-    """Pure: 'pending', 'bound', 'running', 'succeeded', 'failed' of a Pod dict."""
-    status = pod.get("status") or {}
-    phase = status.get("phase", "Pending")
-    if phase == "Pending":
-        return "bound" if (pod.get("spec") or {}).get("nodeName") else "pending"
-    return str(phase).lower()
 
 
 NAME_TAG_LEN = 5

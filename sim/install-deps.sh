@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# System packages gpupoc needs: Prometheus (run by the sim as a plain process) and Chromium
-# (the headless check of the HTML record). Go 1.26+ must be on PATH already.
+# System packages gpupoc needs: Prometheus (run by the sim as a plain process), Chromium (the headless
+# check of the HTML record), nftables (kube-proxy in the sim's namespace) and, when GPUPOC_SIM_SCHEDULERS
+# names slurm, Debian's Slurm 22.05 with slurmdbd on MariaDB, slurmrestd, JWT auth and munge, plus the
+# system user slurmrestd runs as. Installing starts no service (the sim starts its own processes).
+# Go 1.26+ must be on PATH already.
 set -euo pipefail
 if ! command -v go >/dev/null; then
   echo "gpupoc: Go toolchain not found on PATH: install Go 1.26 or newer, then re-run" >&2
@@ -9,11 +12,33 @@ fi
 missing=()
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v nft >/dev/null || missing+=(nftables)
+slurm=0
+case ",${GPUPOC_SIM_SCHEDULERS:-}," in *,slurm,*) slurm=1 ;; esac
+if [ "$slurm" = 1 ]; then
+  for pair in slurmctld:slurmctld slurmd:slurmd sacctmgr:slurm-client slurmdbd:slurmdbd slurmrestd:slurmrestd \
+              munged:munge mariadbd:mariadb-server; do
+    command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+  done
+  [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so ] || missing+=(slurm-wlm-jwt-plugin)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
+    if [ ! -e /usr/sbin/policy-rc.d ]; then  # packages must not start their services (MariaDB, munge, Slurm)
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+      trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "gpupoc: missing ${missing[*]}: run 'sudo apt-get install -y ${missing[*]}'" >&2
+    exit 2
+  fi
+fi
+if [ "$slurm" = 1 ] && ! id gpupoc-slurmrestd >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin gpupoc-slurmrestd
+  else
+    echo "gpupoc: slurmrestd refuses root: run 'sudo useradd --system --no-create-home gpupoc-slurmrestd'" >&2
     exit 2
   fi
 fi

@@ -10,10 +10,11 @@ from harness.backends.default import DefaultBackend
 from harness.backends.kai import KaiBackend
 from harness.backends.kuberay import KubeRayBackend
 from harness.backends.kueue import KueueBackend
+from harness.backends.slurm import SlurmBackend
 from harness.backends.volcano import VolcanoBackend
 
 ALL: dict[str, Backend] = {b.name: b for b in (VolcanoBackend(), KueueBackend(), KubeRayBackend(), KaiBackend(),
-                                               DefaultBackend())}
+                                               DefaultBackend(), SlurmBackend())}
 
 
 def detect(api: client.ApiClient, wanted: tuple[str, ...]) -> dict[str, str | None]:

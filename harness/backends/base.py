@@ -76,8 +76,9 @@ CONTROLLER_RESTART = "controller restart"    # the harness can stop and start th
 QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU quota and a limit, lent and reclaimed
 MONITORING = "monitoring catalogue"          # the harness knows which of its series a POC needs
 SERVING = "serving"                          # it places a Deployment's pods (an inference service)
+PROMPT_FAIR_SHARE = "prompt fair share"      # its fair share acts within seconds of a tenant arriving
 CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
-                MONITORING, SERVING)
+                MONITORING, SERVING, PROMPT_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,15 @@ class Capabilities:
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         return {}
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """Pure: 'pending', 'bound', 'running', 'succeeded', 'failed' of a Pod dict."""
+    status = pod.get("status") or {}
+    phase = status.get("phase", "Pending")
+    if phase == "Pending":
+        return "bound" if (pod.get("spec") or {}).get("nodeName") else "pending"
+    return str(phase).lower()
 
 
 def job_of(obj: dict[str, Any]) -> str | None:

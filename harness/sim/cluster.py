@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.errors import ConfigError, SimError
-from harness.sim import files, nodes, paths, pki, procs, serving, stack
+from harness.sim import files, nodes, paths, pki, procs, serving, slurm, stack
 from harness.sim.components import Component, Layout, control_plane
 from harness.sim import netns
 from harness.sim.config import SimConfig, ports_from_env
@@ -175,24 +176,31 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         data_plane, *late = serving.components(lay, cfg.ports)
         components.append(data_plane)
         scheduler_components += late
+    slurm_ports = slurm.SlurmPorts(cfg.ports.base)
+    slurm_groups = slurm.components(lay, slurm_ports, cfg.nodes) if "slurm" in cfg.schedulers else []
     extra_ports = {"etcd peer": cfg.ports.etcd_peer} | stack.extra_ports(cfg.ports, cfg.schedulers)
     if cfg.serving:
         extra_ports |= serving.extra_ports(cfg.ports)
-    _check_ports(components + scheduler_components, extra_ports)
+    _check_ports(components + scheduler_components + [c for group in slurm_groups for c in group], extra_ports)
     started = time.monotonic()
     _prepare_files(lay, cfg)
+    if slurm_groups:
+        slurm.prepare(slurm.SlurmLayout(lay), slurm_ports, cfg.nodes, cfg.gpu.count, cfg.gpu.product)
     state: dict[str, Any] = {"components": {}, "ports": {c.name: c.port for c in components},
                              "kubeconfig": str(lay.kubeconfig), "prometheus_url": f"http://127.0.0.1:{cfg.ports.prometheus}",
                              "schedulers": list(cfg.schedulers), "started_at": time.time(),
                              "netns": serving.netns_name(cfg.ports) if cfg.serving else None}
 
+    writing = threading.Lock()  # Slurm starts on a thread of its own, beside the Kubernetes side
+
     def launch(component: Component) -> int:
         pid = procs.start(list(component.argv), lay.log(component.name),
                           env={**os.environ, **dict(component.env)} if component.env else None,
                           netns_name=component.netns)
-        state["components"][component.name] = _component_state(component, pid)
-        state["ports"][component.name] = component.port
-        _write_state(lay, state)
+        with writing:
+            state["components"][component.name] = _component_state(component, pid)
+            state["ports"][component.name] = component.port
+            _write_state(lay, state)
         return pid
 
     def start_together(group: list[Component]) -> None:
@@ -202,7 +210,22 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             wait_healthy(component, pid, lay, start_timeout_s)
             say(f"  {component.name:<28} pid {pid:<7} healthy after {time.monotonic() - started:5.1f}s")
 
+    slurm_failed: list[BaseException] = []
+
+    def start_slurm() -> None:
+        try:
+            for group in slurm_groups:
+                if group[0].name == "slurmctld":
+                    slurm.register_cluster(slurm.SlurmLayout(lay))
+                start_together(group)
+            slurm.wait_nodes_idle(slurm.SlurmLayout(lay), cfg.nodes, start_timeout_s)
+        except BaseException as exc:  # raised on the main thread after the join
+            slurm_failed.append(exc)
+
+    slurm_thread = threading.Thread(target=start_slurm, name="sim-slurm", daemon=True)
     try:
+        if slurm_groups:
+            slurm_thread.start()
         for component in components[:CONTROL_PLANE_IN_ORDER]:  # etcd, then the API server that needs it
             start_together([component])
         start_together(components[CONTROL_PLANE_IN_ORDER:])  # the rest only need the API server
@@ -220,7 +243,13 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             if cfg.serving:
                 serving.register_adapter(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
+        if slurm_groups:
+            slurm_thread.join(start_timeout_s * 2)
+            if slurm_failed:
+                raise slurm_failed[0]
     except BaseException:
+        if slurm_thread.is_alive():
+            slurm_thread.join(start_timeout_s)
         say("start-up failed: stopping what was started")
         down(say=lambda _: None)
         raise
@@ -239,6 +268,8 @@ def down(say: Say = print) -> list[str]:
         say("sim is not up; nothing to stop")
         return []
     refused = []
+    if "slurmctld" in state["components"]:
+        slurm.cancel_all(slurm.SlurmLayout(lay))  # no batch script outlives its slurmd
     for name, comp in reversed(list(state["components"].items())):
         procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
         if procs.stop(comp["pid"], comp["binary"]):
@@ -247,6 +278,8 @@ def down(say: Say = print) -> list[str]:
             refused.append(f"{name} (pid {comp['pid']})")
     if refused:
         raise SimError(f"could not stop: {', '.join(refused)}; kill them by hand")
+    if "slurmctld" in state["components"]:
+        slurm.remove_runtime_files(slurm.SlurmLayout(lay))
     name = state.get("netns") or serving.netns_name(ports_from_env())
     if netns.exists(name):
         netns.delete(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import subprocess
 import urllib.request
@@ -77,6 +78,10 @@ class Component:
         return self.argv[0]
 
     def healthy(self) -> bool:
+        """An HTTP 200 from `health_url`; for daemons without HTTP (Slurm's, munge, MariaDB) `tcp://host:port` or
+        `unix:///path` is healthy once it accepts a connection."""
+        if self.health_url.startswith(("tcp://", "unix://")):
+            return _accepts(self.health_url)
         request = urllib.request.Request(self.health_url)
         if self.bearer_token_file is not None:
             request.add_header("Authorization", f"Bearer {self.bearer_token_file.read_text().strip()}")
@@ -98,6 +103,22 @@ class Component:
             return "unknown"
         first = (out.stdout or out.stderr).strip().splitlines()
         return first[0] if first else "unknown"
+
+
+def _accepts(url: str) -> bool:
+    scheme, _, where = url.partition("://")
+    family = socket.AF_UNIX if scheme == "unix" else socket.AF_INET
+    address: str | tuple[str, int] = where
+    if scheme == "tcp":
+        host, _, port = where.rpartition(":")
+        address = (host, int(port))
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(HEALTH_TIMEOUT_S)
+        try:
+            sock.connect(address)
+        except OSError:
+            return False
+    return True
 
 
 def prometheus_binary() -> str:

@@ -212,7 +212,7 @@ def ports_from_env() -> Ports:
 
 
 DEFAULT_SCHEDULERS = ("kueue", "volcano", "kuberay")
-KNOWN_SCHEDULERS = (*DEFAULT_SCHEDULERS, "kai")
+KNOWN_SCHEDULERS = (*DEFAULT_SCHEDULERS, "kai", "slurm")  # slurm: a real Slurm beside the cluster
 SCHEDULERS_ENV = "GPUPOC_SIM_SCHEDULERS"  # what a sim started without --schedulers runs (e.g. by the pytest plugin)
 
 

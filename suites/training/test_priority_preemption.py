@@ -41,8 +41,8 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
     before = counter(prometheus, preemption.promql) if preemption and not counter_lacking else 0.0
     started = time.time()
 
-    ours = {(m["kind"], m["metadata"]["name"]) for job in fillers for m in backend.manifests(job)}
     owned = workloads.owned(tenant.namespace)
+    ours = {(m["kind"], m["metadata"]["name"]) for job in fillers for m in backend.manifests(job)} if owned else set()
     for job in fillers:
         workloads.submit(job)
     pods = workloads.members(tenant.namespace)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 
 from harness.backends import Backend, GangJob
-from harness.backends.base import JOBS_COMPLETE
+from harness.backends.base import JOBS_COMPLETE, PROMPT_FAIR_SHARE
 from harness.criteria.training import queue_fairness as fairness
 from harness.criteria.training.queue_fairness import CRITERION
 from harness.profile import Profile
@@ -96,5 +96,5 @@ def run_fairness(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
 
 def test_queue_fairness(target: Target, backend: Backend, workloads: JobSystem,
                         queue_model: Profile, evidence: Callable[[str], Evidence]) -> None:
-    require(target, backend, JOBS_COMPLETE)
+    require(target, backend, JOBS_COMPLETE, PROMPT_FAIR_SHARE)
     run_fairness(workloads, queue_model, evidence(CRITERION.id))

@@ -87,8 +87,8 @@ def test_options_override_environment_and_validate(tmp_path: Path) -> None:
     cfg = resolve({}, env)
     assert cfg.backends == ("volcano", "kueue") and cfg.run_id == "nightly-1" and cfg.targets_sim
     assert resolve({"backends": "default"}, env).backends == ("default",)
-    with pytest.raises(ConfigError, match="--backends: unknown slurm"):
-        resolve({"backends": "slurm"}, {})
+    with pytest.raises(ConfigError, match="--backends: unknown lsf"):
+        resolve({"backends": "lsf"}, {})
     with pytest.raises(ConfigError, match="--kubeconfig .*: no such file"):
         resolve({"kubeconfig": str(tmp_path / "nope")}, {})
     with pytest.raises(ConfigError, match="--run-id"):

@@ -38,7 +38,7 @@ def test_reference_profiles_are_valid_and_cover_every_criterion(path: str) -> No
     (lambda d: d["tenants"][1].update(weight=0), "tenants[1].weight: must be greater than 0"),
     (lambda d: d["tenants"][1].update(limit_gpus=4), "tenants[1].limit_gpus: must be at least quota_gpus"),
     (lambda d: d["tenants"][1].update(limit_gpus="lots"), "tenants[1].limit_gpus: must be a number"),
-    (lambda d: d["tenants"][0]["queues"].update(slurm="q"), "tenants[0].queues.slurm: unknown field"),
+    (lambda d: d["tenants"][0]["queues"].update(lsf="q"), "tenants[0].queues.lsf: unknown field"),
     (lambda d: d["tenants"][1].update(name="team-a"), "tenant names must be unique"),
     (lambda d: d["timeouts"].update(admit=-5), "timeouts.admit: must be greater than 0 seconds"),
     (lambda d: d["timeouts"].update(forever=5), "timeouts.forever: unknown field"),

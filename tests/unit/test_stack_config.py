@@ -32,7 +32,10 @@ SHIPPED = [{
 def test_webhooks_point_at_loopback_with_the_ca_and_only_enabled_integrations() -> None:
     [config] = kueue.webhook_configurations(SHIPPED, 37600, b"CA PEM")
     names = [w["name"] for w in config["webhooks"]]
-    assert names == ["mjob.kb.io", "mclusterqueue.kb.io"]
+    assert names == ["mjob.kb.io", "mpod.kb.io", "mclusterqueue.kb.io"]
+    selectors = {w["name"]: w.get("namespaceSelector") for w in config["webhooks"]}
+    assert selectors["mpod.kb.io"] == {"matchLabels": {"gpupoc.io/serving": "true"}}  # never a training pod
+    assert selectors["mjob.kb.io"] is None
     job = config["webhooks"][0]["clientConfig"]
     assert job == {"url": "https://127.0.0.1:37600/mutate-batch-v1-job",
                    "caBundle": base64.b64encode(b"CA PEM").decode()}
@@ -46,7 +49,9 @@ def test_kueue_configuration_turns_on_what_the_poc_needs(tmp_path: Path) -> None
     assert config["leaderElection"] == {"leaderElect": False}
     assert config["metrics"] == {"bindAddress": "127.0.0.1:2", "enableClusterQueueResources": True}
     assert "timeout" in config["waitForPodsReady"] and "fairSharing" in config
-    assert config["integrations"]["frameworks"] == ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
+    assert config["integrations"]["frameworks"] == ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "pod",
+                                                    "deployment"]
+    assert "managedJobsNamespaceSelector" not in config  # Kueue's default: training Jobs stay managed
 
 
 def test_volcano_wrapper_keeps_its_replaces_and_pins_the_published_apis(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,8 +68,8 @@ def test_volcano_wrapper_keeps_its_replaces_and_pins_the_published_apis(monkeypa
 def test_schedulers_flag() -> None:
     assert parse_schedulers("kueue, volcano,kueue") == ("kueue", "volcano")
     assert parse_schedulers("none") == ()
-    with pytest.raises(ConfigError, match="unknown slurm"):
-        SimConfig(schedulers=("slurm",))
+    with pytest.raises(ConfigError, match="unknown lsf"):
+        SimConfig(schedulers=("lsf",))
 
 
 def test_kai_is_built_only_when_asked(tmp_path: Path) -> None:

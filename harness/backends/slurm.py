@@ -1,0 +1,144 @@
+"""Slurm: batch jobs through slurmrestd, the same training cases as on Kubernetes (harness/slurm.py).
+
+Where it talks to: the sim's own Slurm (`gpupoc sim up --schedulers ...,slurm`), or a site's slurmrestd named by
+GPUPOC_SLURM_URL with one JWT per submitting user in GPUPOC_SLURM_TOKENS (a directory of files named by user;
+never printed). Each tenant submits as its identity (tenants[].identity: a Unix user of the site) in its account
+(tenants[].queues.slurm).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+
+from harness.backends.base import (CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
+                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, GangJob, JobStatus)
+from harness.errors import ConfigError, HarnessError
+from harness.profile import Profile, Tenant
+from harness import slurm as jobs_api  # the module (harness.slurm imports harness.backends.base: no names here)
+
+if TYPE_CHECKING:
+    from harness.slurm import SlurmJobs, SlurmRest, SlurmSite
+
+URL_ENV, TOKENS_ENV = "GPUPOC_SLURM_URL", "GPUPOC_SLURM_TOKENS"
+NOT_KUBERNETES = "Slurm runs batch jobs; it has no Deployment or Service"
+
+
+def sim_site() -> SlurmSite | None:
+    """The sim's Slurm when the sim runs one."""
+    from harness.sim import cluster, slurm as sim_slurm  # the sim's modules only where it is the target
+    from harness.sim.config import ports_from_env
+    lay = cluster.layout()
+    state = cluster._read_state(lay) or {}
+    if "slurmrestd" not in state.get("components", {}):
+        return None
+    slurm_lay = sim_slurm.SlurmLayout(lay)
+    ports = sim_slurm.SlurmPorts(ports_from_env().base)
+    return jobs_api.SlurmSite(f"http://127.0.0.1:{ports.slurmrestd}", lambda user: sim_slurm.token(slurm_lay, user),
+                     sim_slurm.PARTITION, gpu_type=gpu_type_of(slurm_lay.conf))
+
+
+def gpu_type_of(conf: Path) -> str:
+    for line in conf.read_text().splitlines():
+        if line.startswith("NodeName=") and "Gres=gpu:" in line:
+            return line.split("Gres=gpu:", 1)[1].split(":", 1)[0]
+    return ""
+
+
+def site_site() -> SlurmSite | None:
+    """A real site's slurmrestd from the environment."""
+    url = os.environ.get(URL_ENV)
+    if not url:
+        return None
+    tokens = Path(os.environ.get(TOKENS_ENV, ""))
+
+    def token_for(user: str) -> str:
+        path = tokens / user
+        if not path.is_file():
+            raise ConfigError(f"no Slurm token for user {user}: put it in {path} ({TOKENS_ENV})")
+        return path.read_text().strip()
+    return jobs_api.SlurmSite(url.rstrip("/"), token_for, os.environ.get("GPUPOC_SLURM_PARTITION", "gpu"),
+                     admin_user=os.environ.get("GPUPOC_SLURM_READER", "root"))
+
+
+class SlurmBackend(Capabilities):
+    name = "slurm"
+    lacking = {SERVING: NOT_KUBERNETES,
+               RETRY_POLICY: "Slurm does not rerun a batch job that fails (it requeues one preempted or whose node "
+                             "failed; the node-failure case is not built yet)",
+               CONTROLLER_RESTART: "restarting slurmctld under running jobs is not built yet",
+               QUEUE_QUOTA: "the Slurm quota, borrowing and isolation cases are not built yet",
+               MONITORING: "no Slurm exporter is installable here and the sim's own is not built yet",
+               PROMPT_FAIR_SHARE: "Slurm recomputes fair share every PriorityCalcPeriod (a minute at least): this "
+                                  "scenario's contention lasts seconds, and one sized to Slurm's period is not built "
+                                  "yet"}
+    lacking_on_sim: dict[str, str] = {}
+    _rest: SlurmRest | None = None
+    _model_applied = False
+
+    def site(self) -> SlurmSite | None:
+        return site_site() or sim_site()
+
+    def rest(self) -> SlurmRest:
+        if self._rest is None:
+            site = self.site()
+            if site is None:
+                raise ConfigError(f"no Slurm to talk to: start the sim with slurm (`gpupoc sim up --schedulers "
+                                  f"...,slurm`) or set {URL_ENV} and {TOKENS_ENV}")
+            self._rest = jobs_api.SlurmRest(site)
+        return self._rest
+
+    def lacks(self, capability: str, target_kind: str) -> str | None:
+        if capability in (PREEMPTION_COUNTER, WAIT_HISTOGRAM):
+            return f"{self.name}: no Slurm exporter here (Prometheus has none of its series)"
+        return super().lacks(capability, target_kind)
+
+    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+        if self.site() is None:
+            return f"slurm: no slurmrestd (sim without slurm, and {URL_ENV} unset)"
+        try:
+            self.rest().request("GET", "ping", self.rest().site.admin_user)
+        except (HarnessError, ConfigError) as exc:
+            return f"slurm: {exc}"
+        return None
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        raise HarnessError("slurm jobs are submitted through slurmrestd, not as Kubernetes manifests")
+
+    def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
+        raise HarnessError(NOT_KUBERNETES)
+
+    def tracked_kind(self) -> tuple[str, str]:
+        return f"slurm/{jobs_api.API}", jobs_api.JOB_KIND
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        return jobs_api.status_of(obj)
+
+    def cluster_gpus(self) -> int:
+        return sum(jobs_api.gres_count(str(n.get("gres", ""))) for n in self.rest().nodes())
+
+    def job_system(self, profile: Profile, run_id: str, test_id: str, target_kind: str,
+                   apply_model: bool = True) -> SlurmJobs:
+        """This test's jobs on Slurm; on the sim, the reference model applied first (once per run, unless the run
+        keeps the queue model it finds: --queue-model=keep)."""
+        if target_kind == "sim" and apply_model and not self._model_applied:
+            self.apply_reference_model(profile)
+        return jobs_api.SlurmJobs(self.rest(), tuple(profile.tenants), run_id, test_id, accounts_of(profile),
+                                  profile.timeouts.delete)
+
+    def apply_reference_model(self, profile: Profile) -> None:
+        """The sim's accounts, users and QOS from the profile (sacctmgr, as the sim's Slurm administrator)."""
+        from harness.sim import cluster, slurm as sim_slurm
+        accounts = accounts_of(profile)
+        sim_slurm.apply_reference_model(sim_slurm.SlurmLayout(cluster.layout()), [
+            {"account": accounts[t.name], "user": t.identity, "weight": t.weight, "limit_gpus": t.limit_gpus}
+            for t in profile.tenants if t.name in accounts], self.cluster_gpus())
+        self._model_applied = True
+
+
+def accounts_of(profile: Profile) -> dict[str, str]:
+    """tenant name -> its Slurm account (tenants[].queues.slurm)."""
+    return {t.name: t.queues["slurm"] for t in profile.tenants if t.queues.get("slurm")}

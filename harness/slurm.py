@@ -1,0 +1,345 @@
+"""Slurm as a job system for the suites (harness.jobs.JobSystem), through slurmrestd: the REST API a real site
+exposes, and the sim's own Slurm.
+
+A gpupoc job is one Slurm batch job: `pods` nodes (tasks) x `gpus_per_pod` GPUs (GRES per node), in the tenant's
+account, submitted as the tenant's user with that user's token (JWT), running a real batch script that sleeps for
+the job's run time. Its *members* are its node allocations: member i names the i-th node of the job's allocation
+once Slurm has started it (an allocation is all-or-nothing: every member gets its node at once, or none).
+
+slurmrestd has no watch: jobs are read every POLL_S (one request shared by every tracker) and each change of a
+job becomes an event, so the trackers, waits and timelines work unchanged. Times come from Slurm itself
+(submit_time, start_time, end_time: slurmctld's clock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes.dynamic.resource import ResourceField
+
+from harness.backends.base import (FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
+                                   parse_time, pod_state)
+from harness.errors import ConfigError, HarnessError
+from harness.profile import Tenant
+from harness.timeline import Timeline
+from harness.tracker import Objects, Tracker
+
+API = "v0.0.38"
+POLL_S = 0.25
+REQUEST_TIMEOUT_S = 10.0
+JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
+FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
+# job_state -> the harness's states (a requeued job waits again: preempted, or held for a failed node)
+STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
+          "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
+          "BOOT_FAIL": FAILED, "DEADLINE": FAILED, "CANCELLED": FAILED, "PREEMPTED": PREEMPTED,
+          "REQUEUED": PREEMPTED, "REQUEUE_FED": PREEMPTED, "REQUEUE_HOLD": PREEMPTED, "SUSPENDED": PREEMPTED}
+PHASES = {QUEUED: "Pending", RUNNING: "Running", SUCCEEDED: "Succeeded", FAILED: "Failed", PREEMPTED: "Pending"}
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """'gpu-node-[0-1,3],cpu-1' -> ['gpu-node-0', 'gpu-node-1', 'gpu-node-3', 'cpu-1'] (Slurm's hostlist form)."""
+    names: list[str] = []
+    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", hostlist or ""):
+        if plain:
+            names.append(plain)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            width = len(low)
+            names += [f"{prefix}{i:0{width}d}" for i in range(int(low), int(high or low) + 1)]
+    return names
+
+
+def _at(epoch: Any) -> datetime | None:
+    return datetime.fromtimestamp(int(epoch), timezone.utc) if epoch and int(epoch) > 0 else None
+
+
+def _iso(epoch: Any) -> str | None:
+    found = _at(epoch)
+    return found.isoformat().replace("+00:00", "Z") if found else None
+
+
+def job_object(job: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """A Slurm job (slurmrestd's view) as the harness's job object: name, namespace (its tenant's), state, times."""
+    status = {"state": job.get("job_state", ""), "reason": job.get("state_reason", ""),
+              "submitTime": _iso(job.get("submit_time")), "startTime": _iso(job.get("start_time")),
+              "endTime": _iso(job.get("end_time")), "nodes": job.get("nodes", ""), "jobId": job.get("job_id"),
+              "account": job.get("account", ""), "user": job.get("user_name", ""), "qos": job.get("qos", ""),
+              "restarts": job.get("restart_cnt", 0), "nodeCount": job.get("node_count", 0),
+              "exitCode": job.get("exit_code")}
+    return _versioned({"apiVersion": f"slurm/{API}", "kind": JOB_KIND,
+                       "metadata": {"name": job.get("name", ""), "namespace": namespace, "uid": str(job.get("job_id")),
+                                    "labels": {JOB_LABEL: job.get("name", "")},
+                                    "creationTimestamp": status["submitTime"]},
+                       "status": status})
+
+
+def member_objects(job: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """The job's node allocations as members: all bound to their nodes together once it started, none before."""
+    state = STATES.get(str(job.get("job_state", "")), QUEUED)
+    if job.get("job_state") == "CANCELLED":
+        return []
+    nodes = expand_hostlist(str(job.get("nodes") or "")) if state in (RUNNING, SUCCEEDED, FAILED) else []
+    count = int(job.get("node_count") or len(nodes) or 1)
+    name = str(job.get("name", ""))
+    return [_versioned({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": f"{name}-{i}", "namespace": namespace, "labels": {JOB_LABEL: name},
+                                     "creationTimestamp": _iso(job.get("submit_time"))},
+                        "spec": {"nodeName": nodes[i]} if i < len(nodes) else {},
+                        "status": {"phase": PHASES[state], "startTime": _iso(job.get("start_time"))}})
+            for i in range(count)]
+
+
+def _versioned(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["resourceVersion"] = hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:12]
+    return obj
+
+
+def status_of(obj: dict[str, Any]) -> JobStatus:
+    status = obj.get("status") or {}
+    state = STATES.get(str(status.get("state", "")), QUEUED)
+    return JobStatus(state, str(status.get("reason", "")), parse_time(status.get("submitTime")),
+                     parse_time(status.get("startTime")) if state != QUEUED else None,
+                     parse_time(status.get("endTime")) if state in (SUCCEEDED, FAILED) else None)
+
+
+@dataclass(frozen=True)
+class SlurmSite:
+    """Where slurmrestd answers and how a user gets a token (the sim: `scontrol token`; a site: a token file)."""
+
+    url: str
+    token_for: Callable[[str], str]
+    partition: str = "gpu"
+    gpu_type: str = ""   # GRES type ('h100'); '' asks for any GPU
+    admin_user: str = "root"
+
+
+class SlurmRest:
+    """slurmrestd's openapi/v0.0.38, as `user` with that user's JWT."""
+
+    def __init__(self, site: SlurmSite) -> None:
+        self.site = site
+        self._tokens: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._jobs: tuple[float, list[dict[str, Any]]] = (0.0, [])
+
+    def request(self, method: str, path: str, user: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if user not in self._tokens:
+            self._tokens[user] = self.site.token_for(user)
+        request = urllib.request.Request(f"{self.site.url}/slurm/{API}/{path}", method=method,
+                                         data=json.dumps(body).encode() if body is not None else None,
+                                         headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self._tokens[user],
+                                                  "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                answer: dict[str, Any] = json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise HarnessError(f"slurmrestd {method} {path} as {user}: HTTP {exc.code}: "
+                               f"{_errors(detail) or detail[:300]}") from None
+        except OSError as exc:
+            raise HarnessError(f"slurmrestd at {self.site.url} unreachable ({method} {path}): {exc}") from None
+        errors = [e for e in answer.get("errors") or [] if e.get("error_number")]
+        if errors:
+            raise HarnessError(f"slurmrestd {method} {path} as {user}: {_errors(json.dumps(answer))}")
+        return answer
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job slurmctld knows (finished ones for MinJobAge); one request shared within POLL_S."""
+        with self._lock:
+            at, jobs = self._jobs
+            if time.monotonic() - at >= POLL_S:
+                jobs = list(self.request("GET", "jobs", self.site.admin_user).get("jobs") or [])
+                self._jobs = (time.monotonic(), jobs)
+            return jobs
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "nodes", self.site.admin_user).get("nodes") or [])
+
+
+def _errors(text: str) -> str:
+    try:
+        found = json.loads(text).get("errors") or []
+    except (ValueError, AttributeError):
+        return ""
+    return "; ".join(f"{e.get('error', '')} ({e.get('error_number', '')}): {e.get('description', '')}"
+                     for e in found)
+
+
+def _field(value: Any) -> Any:
+    """An object dict as the dynamic client returns it (attribute access at every level), for the tracker."""
+    if isinstance(value, dict):
+        return ResourceField({k: _field(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_field(v) for v in value]
+    return value
+
+
+class PollSource:
+    """A harness.wait.Source over slurmrestd: list = the current view, watch = the changes seen by polling."""
+
+    def __init__(self, read: Callable[[], list[dict[str, Any]]]) -> None:
+        self._read = read
+        self._seen: Objects = {}
+
+    def list(self, **_selectors: Any) -> tuple[list[Any], str]:
+        self._seen = {o["metadata"]["name"]: o for o in self._read()}
+        return [_field(o) for o in self._seen.values()], "0"
+
+    def watch(self, resource_version: str, timeout_s: int, **_selectors: Any) -> Iterator[tuple[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            now = {o["metadata"]["name"]: o for o in self._read()}
+            for name, obj in now.items():
+                before = self._seen.get(name)
+                if before is None or before["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                    yield ("ADDED" if before is None else "MODIFIED"), _field(obj)
+            for name in self._seen.keys() - now.keys():
+                yield "DELETED", _field(self._seen[name])
+            self._seen = now
+            time.sleep(POLL_S)
+
+
+class SlurmJobs:
+    """harness.jobs.JobSystem on Slurm: what a training or governance case asks of the system running its jobs."""
+
+    def __init__(self, rest: SlurmRest, tenants: tuple[Tenant, ...], run_id: str, test_id: str,
+                 accounts: dict[str, str], delete_timeout_s: float) -> None:
+        self.rest, self.tenants, self.run_id = rest, tenants, run_id
+        self.tag = hashlib.sha1(f"{run_id}/{test_id}".encode()).hexdigest()[:5]
+        self.accounts = accounts  # tenant name -> Slurm account
+        self.delete_timeout_s = delete_timeout_s
+        self.timeline = Timeline()
+        self.created: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._trackers: dict[tuple[str, str], Tracker] = {}
+
+    # what the suites ask
+    def job_name(self, base: str) -> str:
+        return f"{base}-{self.tag}"
+
+    def submit(self, job: GangJob) -> None:
+        account = self.accounts.get(job.tenant.name)
+        if not account:
+            raise ConfigError(f"tenant {job.tenant.name} has no slurm account in the profile (tenants[].queues.slurm)")
+        gres = f"gpu:{self.rest.site.gpu_type}:{job.gpus_per_pod}" if self.rest.site.gpu_type else \
+            f"gpu:{job.gpus_per_pod}"
+        body = {"script": batch_script(job), "job": {
+            "name": job.name, "account": account, "partition": self.rest.site.partition,
+            "nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1, "gres": gres,
+            "time_limit": max(1, int(job.run_for_s // 60) + 2), "requeue": True,
+            "environment": {"PATH": "/usr/bin:/bin"}, "current_working_directory": "/tmp",
+            "standard_output": "/dev/null", "standard_error": "/dev/null",
+            **({"qos": qos_of(job.priority_class)} if job.priority_class else {})}}
+        self.jobs(job.tenant.namespace)  # watched from before it exists: its first state is its submission
+        self.members(job.tenant.namespace)
+        answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
+        self._ids[job.name] = int(answer["job_id"])
+        self.created.append(f"slurm job {answer['job_id']} ({job.name})")
+
+    def delete(self, job: GangJob) -> None:
+        job_id = self._ids.get(job.name)
+        if job_id is not None:
+            self.rest.request("DELETE", f"job/{job_id}", job.tenant.identity)
+
+    def jobs(self, namespace: str) -> Tracker:
+        return self._tracker(namespace, JOB_KIND, lambda: [job_object(j, namespace) for j in self._mine(namespace)])
+
+    def members(self, namespace: str) -> Tracker:
+        return self._tracker(namespace, MEMBER_KIND,
+                             lambda: [m for j in self._mine(namespace) for m in member_objects(j, namespace)])
+
+    def owned(self, namespace: str) -> Tracker | None:
+        return None
+
+    def status_of(self, job: GangJob, objects: Objects) -> JobStatus | None:
+        found = objects.get(job.name)
+        return status_of(found) if found else None
+
+    def tracked_name(self, job: GangJob) -> str:
+        return job.name
+
+    def fail_member(self, member: dict[str, Any]) -> str:
+        """Signal the job's batch script (SIGUSR1 through slurmrestd): it exits FAIL_EXIT, a real failure."""
+        name = str(((member.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, ""))
+        if name not in self._ids:
+            raise HarnessError(f"refusing to fail {member['metadata']['name']}: not a job this test submitted")
+        owner = next((t.identity for t in self.tenants if t.namespace == member["metadata"].get("namespace")),
+                     self.rest.site.admin_user)
+        self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", owner)
+        return (f"signalled Slurm job {self._ids[name]} ({name}) with SIGUSR1 through slurmrestd: its batch script "
+                f"exits {FAIL_EXIT}")
+
+    def capacity_nodes(self, resource: str, per_node: int) -> int:
+        return sum(1 for node in self.rest.nodes() if gres_count(str(node.get("gres", ""))) >= per_node
+                   and self.rest.site.partition in (node.get("partitions") or [self.rest.site.partition]))
+
+    # teardown
+    def close(self) -> list[str]:
+        """Cancel what this test submitted and wait until slurmctld no longer counts it as active."""
+        for name, job_id in self._ids.items():
+            try:
+                self.rest.request("DELETE", f"job/{job_id}", self.rest.site.admin_user)
+            except HarnessError:
+                pass
+        deadline, active = time.monotonic() + self.delete_timeout_s, self._active()
+        while active and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            active = self._active()
+        for tracker in self._trackers.values():
+            tracker.stop(wait=False)
+        return [f"slurm job {j} still {s} after {self.delete_timeout_s:.0f}s" for j, s in active]
+
+    def diagnostics(self) -> list[str]:
+        return [f"slurm job {j.get('job_id')} {j.get('name')}: {j.get('job_state')} ({j.get('state_reason')}) "
+                f"nodes {j.get('nodes') or '-'}" for j in self.rest.jobs() if j.get("name") in self._ids]
+
+    def _active(self) -> list[tuple[int, str]]:
+        ids = set(self._ids.values())
+        return [(int(j["job_id"]), str(j.get("job_state"))) for j in self.rest.jobs()
+                if j.get("job_id") in ids and j.get("job_state") in ("PENDING", "RUNNING", "COMPLETING",
+                                                                        "CONFIGURING", "REQUEUED", "SUSPENDED")]
+
+    def _mine(self, namespace: str) -> list[dict[str, Any]]:
+        account = next((self.accounts.get(t.name) for t in self.tenants if t.namespace == namespace), None)
+        return [j for j in self.rest.jobs()
+                if j.get("account") == account and str(j.get("name", "")).endswith(f"-{self.tag}")]
+
+    def _tracker(self, namespace: str, kind: str, read: Callable[[], list[dict[str, Any]]]) -> Tracker:
+        key = (namespace, kind)
+        if key not in self._trackers:
+            jobs = kind == JOB_KIND  # the timeline speaks the harness's states, as for any backend
+            self._trackers[key] = Tracker(None, f"slurm/{API}", kind, namespace,
+                                          describe=(lambda o: status_of(o).state) if jobs else pod_state,
+                                          server_time=(lambda o: status_of(o).admitted_at) if jobs else (lambda _: None),
+                                          timeline=self.timeline, source=PollSource(read)).start()
+        return self._trackers[key]
+
+
+def gres_count(gres: str) -> int:
+    """'gpu:h100:8(S:0)' -> 8: GPUs a node offers."""
+    return sum(int(m) for m in re.findall(r"gpu(?::[^:,(]+)?:(\d+)", gres))
+
+
+def qos_of(priority_class: str) -> str:
+    """The harness's priority classes ('gpupoc-high') as the reference model's QOS ('high')."""
+    return priority_class.removeprefix("gpupoc-")
+
+
+def batch_script(job: GangJob) -> str:
+    """A real batch script: it holds its allocation for the job's run time (sleep), like the kwok stages, and fails
+    (exit FAIL_EXIT) when signalled SIGUSR1 (fail_member)."""
+    return (f"#!/bin/bash\n# gpupoc job {job.name}: {job.pods} node(s) x {job.gpus_per_pod} GPU(s)\n"
+            f"trap 'echo gpupoc: failed on request >&2; exit {FAIL_EXIT}' USR1\n"
+            f"sleep {job.run_for_s:g} &\nwait\n")

@@ -1,0 +1,69 @@
+"""Slurm as a backend, on the sim's real Slurm (Debian's slurmctld, slurmd per node, slurmdbd on MariaDB,
+slurmrestd with JWT): the training cases it has run through slurmrestd with the same thresholds, and a
+misconfigured Slurm makes its criterion FAIL with the measured value."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from harness.backends import ALL
+from harness.backends.slurm import SlurmBackend
+from harness.outcomes import load_expected, unexpected
+from harness.profile import load_profile
+from harness.record.model import load_record
+from harness.sim import cluster, slurm as sim_slurm
+from tests.suites.test_governance import suite
+from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admit_timeout
+
+CASES = ("test_gang_admission.py", "test_priority_preemption.py", "test_queue_wait.py",
+         "test_failure_recovery.py::test_exhausted_retries_are_reported_as_failed", "test_queue_fairness.py")
+
+
+@pytest.fixture(scope="module")
+def slurm(sim_api: client.ApiClient) -> sim_slurm.SlurmLayout:
+    if not cluster.component_running("slurmrestd"):
+        pytest.skip("the sim runs no Slurm (GPUPOC_SIM_SCHEDULERS without slurm)")
+    return sim_slurm.SlurmLayout(cluster.layout())
+
+
+def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slurm: sim_slurm.SlurmLayout) -> None:
+    result = suite(*(f"suites/training/{c}" for c in CASES), "--backends=slurm", "--run-id=slurm",
+                   f"--reports-dir={tmp_path}")
+    record = load_record(tmp_path / "slurm" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    passed = {c for c, _, o in outcomes if o == "PASS"}
+    assert {"training.gang_admission", "training.priority_preemption", "training.queue_wait",
+            "training.failure_recovery"} <= passed, outcomes
+    assert ("training.queue_fairness", "slurm", "SKIP") in outcomes  # its period is minutes: not sized yet
+    # slurmdbd recorded every job with the tenant's own user and account: the submitting identity is real
+    accounting = subprocess.run(["sacct", "--allusers", "--noheader", "--parsable2", "-X", "--starttime=now-1hour",
+                                 "--format=JobName,User,Account"], capture_output=True, text=True, env=slurm.env(),
+                                check=True).stdout.splitlines()
+    rows = [line.split("|") for line in accounting if line.startswith(("gang-", "urgent-", "wait-team-a-"))]
+    assert rows and all(user == "team-a-submitter" and account == "team-a" for _, user, account in rows
+                        if not _.startswith("gang-filler")), rows
+
+
+@pytest.fixture()
+def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    yield
+    backend = ALL["slurm"]
+    assert isinstance(backend, SlurmBackend)
+    backend.apply_reference_model(load_profile(SIM_PROFILE))
+
+
+def test_preemption_fails_on_slurm_when_the_high_qos_cannot_preempt(
+        tmp_path: Path, slurm: sim_slurm.SlurmLayout, reference_slurm_model_afterwards: None) -> None:
+    sim_slurm.sacctmgr(slurm, "modify", "qos", "where", "name=high", "set", "preempt=")
+    result = suite("suites/training/test_priority_preemption.py", "--backends=slurm", "--queue-model=keep",
+                   f"--profile={profile_variant(tmp_path, short_admit_timeout)}")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert ("training.priority_preemption [slurm]: measured admit_within_s: 40" in result.stdout
+            and "(wanted <= 30 s)" in result.stdout), result.stdout[-3000:]

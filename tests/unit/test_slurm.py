@@ -1,0 +1,75 @@
+"""Slurm adapter logic on slurmrestd answers recorded from the sim's Slurm 22.05.8 (no Slurm needed here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.backends.base import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
+from harness.sim import slurm as sim_slurm
+from harness.sim.components import Layout
+from harness.slurm import expand_hostlist, gres_count, job_object, member_objects, status_of
+
+# as GET /slurm/v0.0.38/jobs answered for a 2-node gang (fields trimmed to those read)
+RUNNING_JOB = {"job_id": 7, "name": "gang-ab12c", "account": "team-a", "user_name": "team-a-submitter",
+               "job_state": "RUNNING", "state_reason": "None", "nodes": "gpu-node-[0-1]", "node_count": 2,
+               "submit_time": 1796154000, "start_time": 1796154001, "end_time": 1796157601, "restart_cnt": 0}
+PENDING_JOB = {**RUNNING_JOB, "job_state": "PENDING", "state_reason": "Resources", "nodes": "", "start_time": 0}
+
+
+def test_hostlists_expand_as_slurm_writes_them() -> None:
+    assert expand_hostlist("gpu-node-[0-1,3]") == ["gpu-node-0", "gpu-node-1", "gpu-node-3"]
+    assert expand_hostlist("gpu-node-2") == ["gpu-node-2"]
+    assert expand_hostlist("n[08-10],login") == ["n08", "n09", "n10", "login"]
+    assert expand_hostlist("") == []
+
+
+def test_a_running_job_binds_every_member_and_a_pending_one_none() -> None:
+    running = member_objects(RUNNING_JOB, "poc-team-a")
+    assert [m["spec"].get("nodeName") for m in running] == ["gpu-node-0", "gpu-node-1"]
+    assert {m["status"]["phase"] for m in running} == {"Running"}
+    pending = member_objects(PENDING_JOB, "poc-team-a")
+    assert len(pending) == 2 and all("nodeName" not in m["spec"] for m in pending)
+    assert member_objects({**RUNNING_JOB, "job_state": "CANCELLED"}, "poc-team-a") == []
+
+
+def test_states_and_times_come_from_slurm() -> None:
+    running = status_of(job_object(RUNNING_JOB, "poc-team-a"))
+    assert running.state == RUNNING and running.admitted_at is not None and running.finished_at is None
+    assert (running.admitted_at - running.submitted_at).total_seconds() == 1  # type: ignore[operator]
+    assert status_of(job_object(PENDING_JOB, "ns")).state == QUEUED
+    assert status_of(job_object({**RUNNING_JOB, "job_state": "COMPLETED"}, "ns")).state == SUCCEEDED
+    assert status_of(job_object({**RUNNING_JOB, "job_state": "NODE_FAIL"}, "ns")).state == FAILED
+    assert status_of(job_object({**PENDING_JOB, "job_state": "REQUEUED"}, "ns")).state == PREEMPTED
+
+
+def test_an_object_changes_version_only_when_the_job_changes() -> None:
+    first, again = job_object(RUNNING_JOB, "ns"), job_object(dict(RUNNING_JOB), "ns")
+    assert first["metadata"]["resourceVersion"] == again["metadata"]["resourceVersion"]
+    assert job_object(PENDING_JOB, "ns")["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
+
+
+def test_gpus_per_node_are_read_from_gres() -> None:
+    assert gres_count("gpu:h100:8(S:0)") == 8
+    assert gres_count("gpu:8") == 8
+    assert gres_count("") == 0
+
+
+def test_the_sims_config_names_gpus_with_device_files_and_the_profiles_model(tmp_path: Path) -> None:
+    lay, ports = sim_slurm.SlurmLayout(Layout(tmp_path)), sim_slurm.SlurmPorts(29000)
+    conf = sim_slurm.slurm_conf(lay, ports, 4, 8, sim_slurm.gres_type("NVIDIA-H100-80GB-HBM3"))
+    assert "NodeName=gpu-node-3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=29713" in conf
+    assert "Gres=gpu:h100:8" in conf and "PreemptType=preempt/qos" in conf and "PriorityCalcPeriod=1" in conf
+    assert f"AccountingStoragePass={lay.munge_socket}" in conf  # clients reach slurmdbd through it
+    gres = sim_slurm.gres_conf(lay, 4, 8, "h100")
+    assert "Name=gpu Type=h100 File=" in gres and "nvidia[0-7]" in gres  # a GPU without File= is dropped
+
+
+def test_the_reference_model_follows_the_profile() -> None:
+    commands = sim_slurm.reference_model([{"account": "team-a", "user": "team-a-submitter", "weight": 3,
+                                           "limit_gpus": 32}, {"account": "team-b", "user": "team-b-submitter",
+                                                               "weight": 1, "limit_gpus": 16}], cluster_gpus=32)
+    flat = [" ".join(c) for c in commands]
+    assert "add qos high priority=1000 preempt=low preemptmode=requeue" in flat
+    assert any("fairshare=1" in c and "GrpTRES=gres/gpu=16" in c for c in flat)
+    assert any("fairshare=3" in c and "GrpTRES=gres/gpu=-1" in c for c in flat)  # the whole cluster: no limit
+    assert "add user team-a-submitter account=team-a qos=normal,low,high defaultqos=normal" in flat
