@@ -134,10 +134,12 @@ class SlurmRest:
         self._lock = threading.Lock()
         self._jobs: tuple[float, list[dict[str, Any]]] = (0.0, [])
 
-    def request(self, method: str, path: str, user: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def request(self, method: str, path: str, user: str, body: dict[str, Any] | None = None,
+                db: bool = False) -> dict[str, Any]:
+        """`db`: slurmdbd's side of the API (/slurmdb/...), else slurmctld's (/slurm/...)."""
         if user not in self._tokens:
             self._tokens[user] = self.site.token_for(user)
-        request = urllib.request.Request(f"{self.site.url}/slurm/{API}/{path}", method=method,
+        request = urllib.request.Request(f"{self.site.url}/{'slurmdb' if db else 'slurm'}/{API}/{path}", method=method,
                                          data=json.dumps(body).encode() if body is not None else None,
                                          headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self._tokens[user],
                                                   "Content-Type": "application/json"})

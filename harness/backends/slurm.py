@@ -117,6 +117,32 @@ class SlurmBackend(Capabilities):
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return jobs_api.status_of(obj)
 
+    def describe(self, simulated: bool) -> dict[str, Any]:
+        """For the record: version, partitions, nodes with their GRES, the accounts and QOS model."""
+        rest = self.rest()
+        admin = rest.site.admin_user
+        try:
+            ping = rest.request("GET", "ping", admin)
+            version = ((ping.get("meta") or {}).get("Slurm") or {}).get("release", "unknown")
+            partitions = rest.request("GET", "partitions", admin).get("partitions") or []
+            associations = rest.request("GET", "associations", admin, db=True).get("associations") or []
+            qos = rest.request("GET", "qos", admin, db=True).get("QOS") or []
+        except HarnessError as exc:
+            return {"url": rest.site.url, "error": str(exc)}
+        return {"url": rest.site.url, "version": version, "simulated": simulated,
+                "partitions": [{"name": p.get("name"), "nodes": p.get("nodes"), "state": p.get("state")}
+                               for p in partitions],
+                "nodes": [{"name": n.get("name"), "gres": n.get("gres"), "state": n.get("state")}
+                          for n in rest.nodes()],
+                "accounts": [{"account": a.get("account"), "user": a.get("user") or "", "shares": a.get("shares_raw"),
+                              "gpu_limit": next((t.get("count") for t in ((a.get("max") or {}).get("tres") or {})
+                                                 .get("total") or [] if t.get("name") == "gpu"), None),
+                              "qos": ",".join(a.get("qos") or [])}
+                             for a in associations if a.get("account") != "root"],
+                "qos": [{"name": q.get("name"), "priority": q.get("priority"),
+                         "preempts": ",".join((q.get("preempt") or {}).get("list") or []),
+                         "preempt_mode": ",".join((q.get("preempt") or {}).get("mode") or [])} for q in qos]}
+
     def cluster_gpus(self) -> int:
         return sum(jobs_api.gres_count(str(n.get("gres", ""))) for n in self.rest().nodes())
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness import __version__
+from harness import __version__, backends as backend_registry
+from harness.backends.slurm import SlurmBackend
 from harness.config import RunConfig
 from harness.inventory import gpu_inventory
 from harness.record.evidence import Evidence
@@ -186,6 +187,9 @@ def describe_environment(record: Record, target: Target | None) -> None:
                      "providers": sorted({g.provider for g in inventory}) or ["unknown"],
                      "instance_types": sorted({g.instance_type for g in inventory}) or ["unknown"]}
     record.schedulers = scheduler_versions(target)
+    slurm = backend_registry.ALL.get("slurm")
+    if isinstance(slurm, SlurmBackend) and slurm.site() is not None:
+        record.slurm = slurm.describe(simulated=target.kind == "sim")
 
 
 def scheduler_versions(target: Target) -> list[dict[str, str]]:

@@ -38,6 +38,7 @@ class Record:
     target: dict[str, Any] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     schedulers: list[dict[str, str]] = field(default_factory=list)
+    slurm: dict[str, Any] = field(default_factory=dict)  # the Slurm backend's site, when it had one
     profile: dict[str, Any] = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
     finished_at: str = ""

@@ -390,8 +390,9 @@ def reference_model(tenants: list[dict[str, Any]], cluster_gpus: int) -> list[li
     `tenants`: [{"account", "user", "weight", "limit_gpus"}]. A limit of the whole cluster is no limit (-1): Slurm
     preempts for resources, never to make room under an association's limit, so a GrpTRES equal to the cluster
     would hold a high-priority job (AssocGrpGRES) where the cluster itself would preempt for it."""
-    commands = [["add", "qos", "low", "priority=0", "preemptmode=requeue"],
-                ["add", "qos", "high", "priority=1000", "preempt=low", "preemptmode=requeue"]]
+    commands = [["add", "qos", "low"], ["add", "qos", "high"],  # then set: an existing QOS is brought back too
+                ["modify", "qos", "where", "name=low", "set", "priority=0", "preempt=", "preemptmode=requeue"],
+                ["modify", "qos", "where", "name=high", "set", "priority=1000", "preempt=low", "preemptmode=requeue"]]
     for t in tenants:
         commands += [["add", "account", t["account"], f"fairshare={t['weight']}"],
                      ["modify", "account", "where", f"name={t['account']}", "set", f"fairshare={t['weight']}",

@@ -69,7 +69,7 @@ def test_the_reference_model_follows_the_profile() -> None:
                                            "limit_gpus": 32}, {"account": "team-b", "user": "team-b-submitter",
                                                                "weight": 1, "limit_gpus": 16}], cluster_gpus=32)
     flat = [" ".join(c) for c in commands]
-    assert "add qos high priority=1000 preempt=low preemptmode=requeue" in flat
+    assert "modify qos where name=high set priority=1000 preempt=low preemptmode=requeue" in flat
     assert any("fairshare=1" in c and "GrpTRES=gres/gpu=16" in c for c in flat)
     assert any("fairshare=3" in c and "GrpTRES=gres/gpu=-1" in c for c in flat)  # the whole cluster: no limit
     assert "add user team-a-submitter account=team-a qos=normal,low,high defaultqos=normal" in flat
