@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -39,6 +40,7 @@ POLL_S = 0.25
 REQUEST_TIMEOUT_S = 10.0
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
+GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
 # job_state -> the harness's states (a requeued job waits again: preempted, or held for a failed node)
 STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
           "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
@@ -86,19 +88,50 @@ def job_object(job: dict[str, Any], namespace: str) -> dict[str, Any]:
 
 
 def member_objects(job: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
-    """The job's node allocations as members: all bound to their nodes together once it started, none before."""
+    """The job's node allocations as members: all bound to their nodes together once it started, none before. An
+    array task is a job of its own: one member per task, each started when Slurm starts that task."""
     state = STATES.get(str(job.get("job_state", "")), QUEUED)
     if job.get("job_state") == "CANCELLED":
         return []
     nodes = expand_hostlist(str(job.get("nodes") or "")) if state in (RUNNING, SUCCEEDED, FAILED) else []
-    count = int(job.get("node_count") or len(nodes) or 1)
     name = str(job.get("name", ""))
+    tasks = array_tasks(job)
+    indices = [str(t) for t in tasks] if tasks is not None else \
+        [str(i) for i in range(int(job.get("node_count") or len(nodes) or 1))]
     return [_versioned({"apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": f"{name}-{i}", "namespace": namespace, "labels": {JOB_LABEL: name},
+                        "metadata": {"name": f"{name}-{index}", "namespace": namespace, "labels": {JOB_LABEL: name},
                                      "creationTimestamp": _iso(job.get("submit_time"))},
                         "spec": {"nodeName": nodes[i]} if i < len(nodes) else {},
                         "status": {"phase": PHASES[state], "startTime": _iso(job.get("start_time"))}})
-            for i in range(count)]
+            for i, index in enumerate(indices)]
+
+
+def array_tasks(job: dict[str, Any]) -> list[int] | None:
+    """The array task indices a record stands for (a started task: its own; the pending rest: the task string);
+    None when the job is no array."""
+    if not int(job.get("array_job_id") or 0):
+        return None
+    pending = str(job.get("array_task_string") or "").split("%")[0]
+    if pending:
+        return [int(n[1:]) for n in expand_hostlist(f"t[{pending}]")]
+    task = job.get("array_task_id")
+    return [int(task)] if isinstance(task, int) else []
+
+
+def merged(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """An array's records (one per started task, one for the pending rest) as one job: running while any task
+    runs, pending while any waits, else finished (failed if any task failed)."""
+    if len(records) == 1:
+        return records[0]
+    states = [str(r.get("job_state", "")) for r in records]
+    phases = [STATES.get(s, QUEUED) for s in states]
+    state = next((s for s, p in zip(states, phases) if p == RUNNING), None) or \
+        next((s for s, p in zip(states, phases) if p in (QUEUED, PREEMPTED)), None) or \
+        next((s for s, p in zip(states, phases) if p == FAILED), states[0])
+    started = [int(r.get("start_time") or 0) for r in records if STATES.get(str(r.get("job_state"))) != QUEUED]
+    return {**records[0], "job_state": state, "submit_time": min(int(r.get("submit_time") or 0) for r in records),
+            "start_time": min((t for t in started if t > 0), default=0),
+            "end_time": max(int(r.get("end_time") or 0) for r in records)}
 
 
 def _versioned(obj: dict[str, Any]) -> dict[str, Any]:
@@ -222,6 +255,8 @@ class SlurmJobs:
         self.tag = hashlib.sha1(f"{run_id}/{test_id}".encode()).hexdigest()[:5]
         self.accounts = accounts  # tenant name -> Slurm account
         self.delete_timeout_s = delete_timeout_s
+        # A deliberate misconfiguration (sensitivity test): a gang submitted as independent array tasks, one node each.
+        self.gang_as_array = os.environ.get(GANG_AS_ARRAY_ENV) == "1"
         self.timeline = Timeline()
         self.created: list[str] = []
         self._ids: dict[str, int] = {}
@@ -239,7 +274,8 @@ class SlurmJobs:
             f"gpu:{job.gpus_per_pod}"
         body = {"script": batch_script(job), "job": {
             "name": job.name, "account": account, "partition": self.rest.site.partition,
-            "nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1, "gres": gres,
+            **({"array": f"0-{job.pods - 1}", "nodes": 1, "tasks": 1} if self.gang_as_array and job.pods > 1 else
+               {"nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1}), "gres": gres,
             "time_limit": max(1, int(job.run_for_s // 60) + 2), "requeue": True,
             "environment": {"PATH": "/usr/bin:/bin"}, "current_working_directory": "/tmp",
             "standard_output": "/dev/null", "standard_error": "/dev/null",
@@ -256,7 +292,12 @@ class SlurmJobs:
             self.rest.request("DELETE", f"job/{job_id}", job.tenant.identity)
 
     def jobs(self, namespace: str) -> Tracker:
-        return self._tracker(namespace, JOB_KIND, lambda: [job_object(j, namespace) for j in self._mine(namespace)])
+        def read() -> list[dict[str, Any]]:
+            by_name: dict[str, list[dict[str, Any]]] = {}
+            for record in self._mine(namespace):
+                by_name.setdefault(str(record.get("name", "")), []).append(record)
+            return [job_object(merged(records), namespace) for records in by_name.values()]
+        return self._tracker(namespace, JOB_KIND, read)
 
     def members(self, namespace: str) -> Tracker:
         return self._tracker(namespace, MEMBER_KIND,
@@ -310,7 +351,7 @@ class SlurmJobs:
     def _active(self) -> list[tuple[int, str]]:
         ids = set(self._ids.values())
         return [(int(j["job_id"]), str(j.get("job_state"))) for j in self.rest.jobs()
-                if j.get("job_id") in ids and j.get("job_state") in ("PENDING", "RUNNING", "COMPLETING",
+                if (j.get("job_id") in ids or j.get("array_job_id") in ids) and j.get("job_state") in ("PENDING", "RUNNING", "COMPLETING",
                                                                         "CONFIGURING", "REQUEUED", "SUSPENDED")]
 
     def _mine(self, namespace: str) -> list[dict[str, Any]]:

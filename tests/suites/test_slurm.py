@@ -17,6 +17,7 @@ from harness.outcomes import load_expected, unexpected
 from harness.profile import load_profile
 from harness.record.model import load_record
 from harness.sim import cluster, slurm as sim_slurm
+from harness.slurm import GANG_AS_ARRAY_ENV
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admit_timeout
 
@@ -67,3 +68,14 @@ def test_preemption_fails_on_slurm_when_the_high_qos_cannot_preempt(
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert ("training.priority_preemption [slurm]: measured admit_within_s: 40" in result.stdout
             and "(wanted <= 30 s)" in result.stdout), result.stdout[-3000:]
+
+
+def test_gang_admission_fails_on_slurm_when_the_gang_is_submitted_as_independent_array_tasks(
+        tmp_path: Path, slurm: sim_slurm.SlurmLayout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One node per array task: Slurm starts each task where a node is free, so 3 of the 4 run while the gang
+    cannot fit; one job of 4 nodes never starts partly (the case above)."""
+    monkeypatch.setenv(GANG_AS_ARRAY_ENV, "1")
+    result = suite("suites/training/test_gang_admission.py", "--backends=slurm", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.gang_admission [slurm]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in result.stdout, \
+        result.stdout[-3000:]

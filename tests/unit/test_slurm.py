@@ -7,7 +7,7 @@ from pathlib import Path
 from harness.backends.base import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
 from harness.sim import slurm as sim_slurm
 from harness.sim.components import Layout
-from harness.slurm import expand_hostlist, gres_count, job_object, member_objects, status_of
+from harness.slurm import expand_hostlist, gres_count, job_object, member_objects, merged, status_of
 
 # as GET /slurm/v0.0.38/jobs answered for a 2-node gang (fields trimmed to those read)
 RUNNING_JOB = {"job_id": 7, "name": "gang-ab12c", "account": "team-a", "user_name": "team-a-submitter",
@@ -73,3 +73,15 @@ def test_the_reference_model_follows_the_profile() -> None:
     assert any("fairshare=1" in c and "GrpTRES=gres/gpu=16" in c for c in flat)
     assert any("fairshare=3" in c and "GrpTRES=gres/gpu=-1" in c for c in flat)  # the whole cluster: no limit
     assert "add user team-a-submitter account=team-a qos=normal,low,high defaultqos=normal" in flat
+
+
+def test_an_array_stands_for_one_member_per_task_each_started_on_its_own() -> None:
+    base = {**PENDING_JOB, "array_job_id": 9, "node_count": 1}
+    pending_rest = {**base, "job_id": 9, "array_task_string": "2-3", "array_task_id": None}
+    started = {**RUNNING_JOB, "array_job_id": 9, "job_id": 10, "array_task_id": 0, "array_task_string": "",
+               "nodes": "gpu-node-1", "node_count": 1}
+    members = member_objects(pending_rest, "ns") + member_objects(started, "ns")
+    assert {m["metadata"]["name"]: m["spec"].get("nodeName") for m in members} == {
+        "gang-ab12c-2": None, "gang-ab12c-3": None, "gang-ab12c-0": "gpu-node-1"}  # a partial gang
+    job = status_of(job_object(merged([pending_rest, started]), "ns"))
+    assert job.state == RUNNING and job.admitted_at is not None
