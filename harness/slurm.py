@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes.dynamic.resource import ResourceField
-
 from harness.backends.base import (FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
                                    parse_time, pod_state)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Tenant
 from harness.timeline import Timeline
 from harness.tracker import Objects, Tracker
+from harness.wait import as_field
 
 API = "v0.0.38"
 POLL_S = 0.25
@@ -212,15 +211,6 @@ def _errors(text: str) -> str:
                      for e in found)
 
 
-def _field(value: Any) -> Any:
-    """An object dict as the dynamic client returns it (attribute access at every level), for the tracker."""
-    if isinstance(value, dict):
-        return ResourceField({k: _field(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_field(v) for v in value]
-    return value
-
-
 class PollSource:
     """A harness.wait.Source over slurmrestd: list = the current view, watch = the changes seen by polling."""
 
@@ -230,7 +220,7 @@ class PollSource:
 
     def list(self, **_selectors: Any) -> tuple[list[Any], str]:
         self._seen = {o["metadata"]["name"]: o for o in self._read()}
-        return [_field(o) for o in self._seen.values()], "0"
+        return [as_field(o) for o in self._seen.values()], "0"
 
     def watch(self, resource_version: str, timeout_s: int, **_selectors: Any) -> Iterator[tuple[str, Any]]:
         deadline = time.monotonic() + timeout_s
@@ -239,9 +229,9 @@ class PollSource:
             for name, obj in now.items():
                 before = self._seen.get(name)
                 if before is None or before["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
-                    yield ("ADDED" if before is None else "MODIFIED"), _field(obj)
+                    yield ("ADDED" if before is None else "MODIFIED"), as_field(obj)
             for name in self._seen.keys() - now.keys():
-                yield "DELETED", _field(self._seen[name])
+                yield "DELETED", as_field(self._seen[name])
             self._seen = now
             time.sleep(POLL_S)
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 import urllib3.exceptions
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.resource import Resource
+from kubernetes.dynamic.resource import Resource, ResourceField
 from harness.errors import HarnessError, WaitTimeout
 
 T = TypeVar("T")
@@ -50,6 +50,16 @@ def _dynamic_resource(list_func: Callable[..., Any]) -> Resource | None:
     if isinstance(list_func, functools.partial) and list_func.args and isinstance(list_func.args[0], Resource):
         return list_func.args[0]
     return None
+
+
+def as_field(value: Any) -> Any:
+    """An object dict as the dynamic client returns it (attribute access at every level): what a Source that is
+    not the API server (slurmrestd's jobs, a replay of recorded objects) hands the tracker."""
+    if isinstance(value, dict):
+        return ResourceField({k: as_field(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [as_field(v) for v in value]
+    return value
 
 
 class Source(Protocol):
