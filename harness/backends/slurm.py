@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from harness.backends.base import (CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, GangJob, JobStatus)
+                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, GangJob, JobStatus,
+                                   WaitHistogram)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Profile, Tenant
 from harness import slurm as jobs_api  # the module (harness.slurm imports harness.backends.base: no names here)
@@ -71,7 +72,7 @@ class SlurmBackend(Capabilities):
                              "failed; the node-failure case is not built yet)",
                CONTROLLER_RESTART: "restarting slurmctld under running jobs is not built yet",
                QUEUE_QUOTA: "the Slurm quota, borrowing and isolation cases are not built yet",
-               MONITORING: "no Slurm exporter is installable here and the sim's own is not built yet",
+               MONITORING: "the catalogue of the sim's Slurm exporter for the monitoring case is not built yet",
                PROMPT_FAIR_SHARE: "Slurm recomputes fair share every PriorityCalcPeriod (a minute at least): this "
                                   "scenario's contention lasts seconds, and one sized to Slurm's period is not built "
                                   "yet"}
@@ -91,9 +92,14 @@ class SlurmBackend(Capabilities):
             self._rest = jobs_api.SlurmRest(site)
         return self._rest
 
+    wait = WaitHistogram("slurm_job_wait_seconds", 1.0, "account")  # the sim's exporter (from slurmdbd)
+
     def lacks(self, capability: str, target_kind: str) -> str | None:
-        if capability in (PREEMPTION_COUNTER, WAIT_HISTOGRAM):
-            return f"{self.name}: no Slurm exporter here (Prometheus has none of its series)"
+        if capability == PREEMPTION_COUNTER:
+            return (f"{self.name}: a preemption requeues the job (no member is deleted), so the API-side count the "
+                    "cross-check compares with is not built yet")
+        if capability == WAIT_HISTOGRAM and target_kind != "sim":
+            return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own exports the histogram)"
         return super().lacks(capability, target_kind)
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:

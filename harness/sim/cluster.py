@@ -116,6 +116,8 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
         files.write_kubeconfig(lay.component_kubeconfig(name), files.kubeconfig(server, ca.cert, tokens[user]))
     token = lay.root / "prometheus.token"
     jobs = stack.scrape_jobs(cfg.ports, cfg.schedulers, token)
+    if "slurm" in cfg.schedulers:
+        jobs.append(slurm.scrape_job(slurm.SlurmPorts(cfg.ports.base)))
     if cfg.serving:
         jobs += serving.scrape_jobs(lay, cfg.ports)
         serving.prepare(lay, cfg.ports)

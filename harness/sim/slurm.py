@@ -19,6 +19,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,7 +314,15 @@ def components(sim: Layout, ports: SlurmPorts, nodes: int) -> list[list[Componen
                                          "-g", REST_USER, f"127.0.0.1:{ports.slurmrestd}"),
                           tcp(ports.slurmrestd), ports.slurmrestd, env=(*env, ("SLURM_JWT", "daemon")),
                           known_version=version))
+    rest.append(Component("slurm-exporter", (sys.executable, "-m", "harness.sim.slurm_exporter",
+                                             f"--port={ports.exporter}", f"--conf={lay.conf}"),
+                          f"http://127.0.0.1:{ports.exporter}/healthz", ports.exporter,
+                          known_version="gpupoc sim Slurm exporter (simulated)"))
     return [first, dbd, ctld, rest]
+
+
+def scrape_job(ports: SlurmPorts) -> dict[str, Any]:
+    return {"job_name": "slurm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{ports.exporter}"]}]}
 
 
 def sacctmgr(lay: SlurmLayout, *args: str) -> str:

@@ -43,6 +43,9 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
     assert {"training.gang_admission", "training.priority_preemption", "training.queue_wait",
             "training.failure_recovery"} <= passed, outcomes
     assert ("training.queue_fairness", "slurm", "SKIP") in outcomes  # its period is minutes: not sized yet
+    wait = next(r for r in record.results if r.criterion == "training.queue_wait")
+    cross_checks = [c for c in wait.evidence[0]["checks"] if c["name"].startswith("metric_tolerance_s")]
+    assert cross_checks and not any(c["not_checked"] for c in cross_checks), "the sim's exporter's histogram"
     # slurmdbd recorded every job with the tenant's own user and account: the submitting identity is real
     accounting = subprocess.run(["sacct", "--allusers", "--noheader", "--parsable2", "-X", "--starttime=now-1hour",
                                  "--format=JobName,User,Account"], capture_output=True, text=True, env=slurm.env(),
