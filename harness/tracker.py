@@ -92,19 +92,22 @@ class Tracker:
                         recorded = obj.to_dict()
                         self._record(event, recorded)
                     self._changed.notify_all()
-                if recorded is not None:  # outside the lock: a listener may poke another tracker
+                if recorded is not None and self._listeners:  # outside the lock: a listener may poke another
                     for listener in self._listeners:
                         listener(event, recorded)
+                    with self._changed:  # a wait or hold whose predicate reads what a listener keeps
+                        self._changed.notify_all()
         except BaseException as exc:  # surfaced to the waiter: the watch itself broke
             with self._changed:
                 self.error = exc
                 self._changed.notify_all()
 
-    def hold(self, seconds: float) -> None:
-        """Let events flow for `seconds` (listeners keep checking), failing only if the watch breaks."""
+    def hold(self, seconds: float, until: Callable[[], bool] = lambda: False) -> None:
+        """Let events flow for `seconds` (listeners keep checking), failing only if the watch breaks; sooner once
+        `until()` (nothing left to observe: the worst that can happen has happened)."""
         deadline = time.monotonic() + seconds
         with self._changed:
-            while (remaining := deadline - time.monotonic()) > 0:
+            while (remaining := deadline - time.monotonic()) > 0 and not until():
                 if self.error is not None:
                     raise HarnessError(f"the watch on {self.kind} broke: {self.error}") from self.error
                 self._changed.wait(remaining)

@@ -182,7 +182,7 @@ def control_plane(layout: Layout, ports: Ports) -> list[Component]:
             f"--cert-dir={layout.pki / 'kube-controller-manager'}",
             # Elasticity in tens of seconds, not minutes (the defaults are 15 s and 5 min); an HPA's own
             # `behavior` may set its own window.
-            "--horizontal-pod-autoscaler-sync-period=5s",
+            "--horizontal-pod-autoscaler-sync-period=2s",
             "--horizontal-pod-autoscaler-downscale-stabilization=30s",
         ), f"https://127.0.0.1:{ports.controller_manager}/healthz", ports.controller_manager),
         Component("kube-scheduler", (

@@ -25,7 +25,7 @@ from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready,
                                      traffic_for, wait_ready, wait_routed)
 
 SPLIT_REQUESTS = 400
-RATE = 80.0
+RATE = 160.0
 PHASE_S = 3.0  # the canary's analysis, and the check after its rollback
 
 

@@ -40,7 +40,9 @@ def test_gang_admission(backend: Backend, workloads: JobSystem, queue_model: Pro
     owner_pods.on_event(lambda event, pod: watch.observe(event, pod, time.time()) if belongs(pod, gang)
                         else None)
     workloads.submit(gang)
-    owner_pods.hold(profile.timeouts.observe)  # the gang cannot fit: every event of its pods is checked
+    # The gang cannot fit: every event of its pods is checked, until the observation window ends or as many of its
+    # pods are bound as there are free nodes (the most a partial placement can reach: watching longer shows no more).
+    owner_pods.hold(profile.timeouts.observe, until=lambda: watch.partial_while_blocked() >= nodes - 1)
     blocked_partial = watch.partial_while_blocked()
 
     workloads.delete(filler)
