@@ -198,7 +198,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     def launch(component: Component) -> int:
         pid = procs.start(list(component.argv), lay.log(component.name),
                           env={**os.environ, **dict(component.env)} if component.env else None,
-                          netns_name=component.netns)
+                          netns_name=component.netns, nice=component.nice)
         with writing:
             state["components"][component.name] = _component_state(component, pid)
             state["ports"][component.name] = component.port
@@ -216,6 +216,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
 
     def start_slurm() -> None:
         try:
+            slurm.init_database(slurm.SlurmLayout(lay))
             for group in slurm_groups:
                 if group[0].name == "slurmctld":
                     slurm.register_cluster(slurm.SlurmLayout(lay))
@@ -336,7 +337,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
                        "run `gpupoc sim down`, then `gpupoc sim up`")
     component = _as_component(name, comp)
     env = {**os.environ, **dict(component.env)} if component.env else None
-    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns)
+    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns, nice=component.nice)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     try:

@@ -16,13 +16,19 @@ LOG_TAIL_LINES = 20
 _children: dict[int, subprocess.Popen[bytes]] = {}  # started by this process: their exit status is ours to read
 
 
-def start(argv: list[str], log: Path, env: dict[str, str] | None = None, netns_name: str | None = None) -> int:
+def start(argv: list[str], log: Path, env: dict[str, str] | None = None, netns_name: str | None = None,
+          nice: int = 0) -> int:
     """Start `argv` in its own session (it outlives gpupoc), output to `log`, inside the sim's network
-    namespace `netns_name` when given; return its pid."""
-    enter = (lambda: netns.enter_for_exec(netns_name)) if netns_name else None
+    namespace `netns_name` when given, at CPU niceness `nice`; return its pid."""
+    def enter() -> None:
+        if nice:
+            os.nice(nice)
+        if netns_name:
+            netns.enter_for_exec(netns_name)
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, preexec_fn=enter)
+                                start_new_session=True, env=env,
+                                preexec_fn=enter if nice or netns_name else None)
     _children[proc.pid] = proc
     return proc.pid
 

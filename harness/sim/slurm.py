@@ -12,6 +12,7 @@ Facts this rests on (Slurm 22.05.8 from Debian bookworm, checked here):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pwd
@@ -37,6 +38,7 @@ PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurmdbd", "slurmrestd", "sl
 BINARIES = ("munged", "mungekey", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd",
             "slurmrestd", "sacctmgr", "scontrol")
 CANCEL_WAIT_S = 10.0
+START_NICENESS = 5
 CRED_EXPIRE_S = 10  # a requeued job may start again this long after (default 120 s)
 
 
@@ -239,7 +241,7 @@ def check_installed() -> None:
 
 
 def prepare(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, product: str) -> None:
-    """Config files, keys and directories; a fresh MariaDB data directory with the accounting user."""
+    """Config files, keys and directories; the accounting user's grants for MariaDB (init_database)."""
     check_installed()
     gpu_type = gres_type(product)
     for directory in (lay.etc, lay.devices, lay.state / "ctld", *(lay.spool / f"slurmd.{n}" for n in node_names(nodes))):
@@ -270,6 +272,10 @@ def prepare(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, product:
                       f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';\n"
                       "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';\n")
     grants.chmod(0o600)
+
+
+def init_database(lay: SlurmLayout) -> None:
+    """A fresh MariaDB data directory (on Slurm's own start-up thread: it costs half a second of CPU)."""
     if not (lay.db / "mysql").exists():
         lay.db.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={lay.db}", "--user=root",
@@ -318,7 +324,8 @@ def components(sim: Layout, ports: SlurmPorts, nodes: int) -> list[list[Componen
                                              f"--port={ports.exporter}", f"--conf={lay.conf}"),
                           f"http://127.0.0.1:{ports.exporter}/healthz", ports.exporter,
                           known_version="gpupoc sim Slurm exporter (simulated)"))
-    return [first, dbd, ctld, rest]
+    # Niceness 5: they start beside the Kubernetes side, whose API server is CPU-bound while it compiles CRDs.
+    return [[dataclasses.replace(c, nice=START_NICENESS) for c in group] for group in (first, dbd, ctld, rest)]
 
 
 def scrape_job(ports: SlurmPorts) -> dict[str, Any]:
