@@ -407,7 +407,7 @@ def reference_model(tenants: list[dict[str, Any]], cluster_gpus: int) -> list[li
     preempts for resources, never to make room under an association's limit, so a GrpTRES equal to the cluster
     would hold a high-priority job (AssocGrpGRES) where the cluster itself would preempt for it."""
     commands = [["add", "qos", "low"], ["add", "qos", "high"],  # then set: an existing QOS is brought back too
-                ["modify", "qos", "where", "name=low", "set", "priority=0", "preempt=", "preemptmode=requeue"],
+                ["modify", "qos", "where", "name=low", "set", "priority=0", "preemptmode=requeue"],
                 ["modify", "qos", "where", "name=high", "set", "priority=1000", "preempt=low", "preemptmode=requeue"]]
     for t in tenants:
         commands += [["add", "account", t["account"], f"fairshare={t['weight']}"],
