@@ -228,8 +228,11 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
                                   gpupoc_config.apply_queue_model)
         yield jobs
         call = request.node.stash.get(CALL_REPORT_KEY, None)
-        record.amend_result(request.config, request.node.nodeid,
-                            jobs.diagnostics() if call is not None and call.failed else [], jobs.close())
+        try:
+            diagnostics = jobs.diagnostics() if call is not None and call.failed else []
+        finally:  # what the test submitted is cancelled even when slurmrestd cannot be read
+            leftovers = jobs.close()
+        record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers)
         return
     submitter = target.seam.as_tenant if queue_model.submit_as == "tenant" else None
     tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete,

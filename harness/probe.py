@@ -76,6 +76,8 @@ def one_request(url: urllib.parse.SplitResult, body: bytes, timeout_s: float) ->
 
 def run(url: str, rate: float, duration_s: float, max_requests: int, timeout_s: float, model: str,
         stop_after_ok: int = 0) -> int:
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())  # Probe.stop(): no new request; the ones out finish
     parsed = urllib.parse.urlsplit(url)
     reason = refuse_reason(parsed.hostname or "")
     if reason:
@@ -102,8 +104,6 @@ def run(url: str, rate: float, duration_s: float, max_requests: int, timeout_s: 
         finally:
             slots.release()
 
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())  # Probe.stop(): no new request; the ones out finish
     for i in range(count):
         if oks.is_set() or stopping.is_set():
             break

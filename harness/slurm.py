@@ -37,6 +37,8 @@ from harness.wait import as_field
 API = "v0.0.38"
 POLL_S = 0.25
 REQUEST_TIMEOUT_S = 10.0
+HTTP_UNAUTHORIZED = 401
+OUTAGE_BUDGET_S = 30.0  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
 GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
@@ -127,7 +129,8 @@ def merged(records: list[dict[str, Any]]) -> dict[str, Any]:
     state = next((s for s, p in zip(states, phases) if p == RUNNING), None) or \
         next((s for s, p in zip(states, phases) if p in (QUEUED, PREEMPTED)), None) or \
         next((s for s, p in zip(states, phases) if p == FAILED), states[0])
-    started = [int(r.get("start_time") or 0) for r in records if STATES.get(str(r.get("job_state"))) != QUEUED]
+    started = [int(r.get("start_time") or 0) for r in records if STATES.get(str(r.get("job_state"))) != QUEUED
+               and not never_started(str(r.get("job_state", "")), str(r.get("nodes") or ""))]
     return {**records[0], "job_state": state, "submit_time": min(int(r.get("submit_time") or 0) for r in records),
             "start_time": min((t for t in started if t > 0), default=0),
             "end_time": max(int(r.get("end_time") or 0) for r in records)}
@@ -138,9 +141,17 @@ def _versioned(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def never_started(job_state: str, nodes: str) -> bool:
+    """A job cancelled while pending: Slurm sets its start time to its end time, but it never ran on a node."""
+    return job_state.startswith("CANCELLED") and not nodes
+
+
 def status_of(obj: dict[str, Any]) -> JobStatus:
     status = obj.get("status") or {}
     state = STATES.get(str(status.get("state", "")), QUEUED)
+    if never_started(str(status.get("state", "")), str(status.get("nodes") or "")):
+        return JobStatus(FAILED, "cancelled while pending", parse_time(status.get("submitTime")), None,
+                         parse_time(status.get("endTime")))
     return JobStatus(state, str(status.get("reason", "")), parse_time(status.get("submitTime")),
                      parse_time(status.get("startTime")) if state != QUEUED else None,
                      parse_time(status.get("endTime")) if state in (SUCCEEDED, FAILED) else None)
@@ -168,7 +179,15 @@ class SlurmRest:
 
     def request(self, method: str, path: str, user: str, body: dict[str, Any] | None = None,
                 db: bool = False) -> dict[str, Any]:
-        """`db`: slurmdbd's side of the API (/slurmdb/...), else slurmctld's (/slurm/...)."""
+        """`db`: slurmdbd's side of the API (/slurmdb/...), else slurmctld's (/slurm/...). A token refused (401:
+        expired) is fetched afresh once."""
+        try:
+            return self._request(method, path, user, body, db)
+        except _Unauthorized:
+            self._tokens.pop(user, None)
+            return self._request(method, path, user, body, db)
+
+    def _request(self, method: str, path: str, user: str, body: dict[str, Any] | None, db: bool) -> dict[str, Any]:
         if user not in self._tokens:
             self._tokens[user] = self.site.token_for(user)
         request = urllib.request.Request(f"{self.site.url}/{'slurmdb' if db else 'slurm'}/{API}/{path}", method=method,
@@ -180,9 +199,11 @@ class SlurmRest:
                 answer: dict[str, Any] = json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")
+            if exc.code == HTTP_UNAUTHORIZED:
+                raise _Unauthorized(f"slurmrestd {method} {path} as {user}: HTTP 401") from None
             raise HarnessError(f"slurmrestd {method} {path} as {user}: HTTP {exc.code}: "
                                f"{_errors(detail) or detail[:300]}") from None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # refused, reset, timed out; an answer that is not JSON
             raise HarnessError(f"slurmrestd at {self.site.url} unreachable ({method} {path}): {exc}") from None
         errors = [e for e in answer.get("errors") or [] if e.get("error_number")]
         if errors:
@@ -202,6 +223,10 @@ class SlurmRest:
         return list(self.request("GET", "nodes", self.site.admin_user).get("nodes") or [])
 
 
+class _Unauthorized(HarnessError):
+    """slurmrestd refused the token (expired): fetch another."""
+
+
 def _errors(text: str) -> str:
     try:
         found = json.loads(text).get("errors") or []
@@ -217,15 +242,26 @@ class PollSource:
     def __init__(self, read: Callable[[], list[dict[str, Any]]]) -> None:
         self._read = read
         self._seen: Objects = {}
+        self._failing_since = 0.0
 
     def list(self, **_selectors: Any) -> tuple[list[Any], str]:
         self._seen = {o["metadata"]["name"]: o for o in self._read()}
         return [as_field(o) for o in self._seen.values()], "0"
 
     def watch(self, resource_version: str, timeout_s: int, **_selectors: Any) -> Iterator[tuple[str, Any]]:
+        """Changes since the last poll; a failed poll is skipped (slurmrestd restarting, a timeout) until failures
+        have lasted OUTAGE_BUDGET_S, then the error ends the watch."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            now = {o["metadata"]["name"]: o for o in self._read()}
+            try:
+                now = {o["metadata"]["name"]: o for o in self._read()}
+            except HarnessError:
+                self._failing_since = self._failing_since or time.monotonic()
+                if time.monotonic() - self._failing_since > OUTAGE_BUDGET_S:
+                    raise
+                time.sleep(POLL_S)
+                continue
+            self._failing_since = 0.0
             for name, obj in now.items():
                 before = self._seen.get(name)
                 if before is None or before["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
@@ -250,6 +286,7 @@ class SlurmJobs:
         self.timeline = Timeline()
         self.created: list[str] = []
         self._ids: dict[str, int] = {}
+        self._owners: dict[str, str] = {}  # job name -> the user who submitted it
         self._trackers: dict[tuple[str, str], Tracker] = {}
 
     # what the suites ask
@@ -274,6 +311,7 @@ class SlurmJobs:
         self.members(job.tenant.namespace)
         answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
         self._ids[job.name] = int(answer["job_id"])
+        self._owners[job.name] = job.tenant.identity
         self.created.append(f"slurm job {answer['job_id']} ({job.name})")
 
     def delete(self, job: GangJob) -> None:
@@ -308,9 +346,7 @@ class SlurmJobs:
         name = str(((member.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, ""))
         if name not in self._ids:
             raise HarnessError(f"refusing to fail {member['metadata']['name']}: not a job this test submitted")
-        owner = next((t.identity for t in self.tenants if t.namespace == member["metadata"].get("namespace")),
-                     self.rest.site.admin_user)
-        self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", owner)
+        self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", self._owners[name])
         return (f"signalled Slurm job {self._ids[name]} ({name}) with SIGUSR1 through slurmrestd: its batch script "
                 f"exits {FAIL_EXIT}")
 
@@ -321,18 +357,19 @@ class SlurmJobs:
     # teardown
     def close(self) -> list[str]:
         """Cancel what this test submitted and wait until slurmctld no longer counts it as active."""
+        failed = []
         for name, job_id in self._ids.items():
-            try:
-                self.rest.request("DELETE", f"job/{job_id}", self.rest.site.admin_user)
-            except HarnessError:
-                pass
+            try:  # as its submitter: a site's reader may not cancel other users' jobs
+                self.rest.request("DELETE", f"job/{job_id}", self._owners.get(name, self.rest.site.admin_user))
+            except HarnessError as exc:
+                failed.append(f"slurm job {job_id} ({name}) not cancelled: {exc}")
         deadline, active = time.monotonic() + self.delete_timeout_s, self._active()
         while active and time.monotonic() < deadline:
             time.sleep(POLL_S)
             active = self._active()
         for tracker in self._trackers.values():
             tracker.stop(wait=False)
-        return [f"slurm job {j} still {s} after {self.delete_timeout_s:.0f}s" for j, s in active]
+        return failed + [f"slurm job {j} still {s} after {self.delete_timeout_s:.0f}s" for j, s in active]
 
     def diagnostics(self) -> list[str]:
         return [f"slurm job {j.get('job_id')} {j.get('name')}: {j.get('job_state')} ({j.get('state_reason')}) "
@@ -345,9 +382,11 @@ class SlurmJobs:
                                                                         "CONFIGURING", "REQUEUED", "SUSPENDED")]
 
     def _mine(self, namespace: str) -> list[dict[str, Any]]:
+        """The jobs this test submitted in the tenant's account (an array: every task's record)."""
         account = next((self.accounts.get(t.name) for t in self.tenants if t.namespace == namespace), None)
-        return [j for j in self.rest.jobs()
-                if j.get("account") == account and str(j.get("name", "")).endswith(f"-{self.tag}")]
+        ids = set(self._ids.values())
+        return [j for j in self.rest.jobs() if j.get("account") == account
+                and (j.get("job_id") in ids or j.get("array_job_id") in ids)]
 
     def _tracker(self, namespace: str, kind: str, read: Callable[[], list[dict[str, Any]]]) -> Tracker:
         key = (namespace, kind)

@@ -9,26 +9,35 @@ if ! command -v go >/dev/null; then
   echo "gpupoc: Go toolchain not found on PATH: install Go 1.26 or newer, then re-run" >&2
   exit 2
 fi
+# A Debian package is there when dpkg says so (some of these binaries live in /usr/sbin, off a user's PATH);
+# without dpkg, when its command is on PATH.
+installed() {
+  if command -v dpkg-query >/dev/null; then
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+  else
+    command -v "$2" >/dev/null
+  fi
+}
 missing=()
-command -v prometheus >/dev/null || missing+=(prometheus)
-command -v chromium >/dev/null || missing+=(chromium)
-command -v nft >/dev/null || missing+=(nftables)
 slurm=0
 case ",${GPUPOC_SIM_SCHEDULERS:-}," in *,slurm,*) slurm=1 ;; esac
+wanted="prometheus:prometheus chromium:chromium nftables:nft"
 if [ "$slurm" = 1 ]; then
-  for pair in slurmctld:slurmctld slurmd:slurmd sacctmgr:slurm-client slurmdbd:slurmdbd slurmrestd:slurmrestd \
-              munged:munge mariadbd:mariadb-server; do
-    command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
-  done
-  [ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so ] || missing+=(slurm-wlm-jwt-plugin)
+  wanted="$wanted slurmctld:slurmctld slurmd:slurmd slurm-client:sacctmgr slurmdbd:slurmdbd slurmrestd:slurmrestd"
+  wanted="$wanted slurm-wlm-jwt-plugin:slurmrestd munge:munged mariadb-server:mariadbd"
 fi
+for pair in $wanted; do
+  installed "${pair%%:*}" "${pair#*:}" || missing+=("${pair%%:*}")
+done
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     if [ ! -e /usr/sbin/policy-rc.d ]; then  # packages must not start their services (MariaDB, munge, Slurm)
-      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
       trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod +x /usr/sbin/policy-rc.d
     fi
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "gpupoc: missing ${missing[*]}: run 'sudo apt-get install -y ${missing[*]}'" >&2
     exit 2

@@ -28,13 +28,14 @@ URL_ENV, TOKENS_ENV = "GPUPOC_SLURM_URL", "GPUPOC_SLURM_TOKENS"
 NOT_KUBERNETES = "Slurm runs batch jobs; it has no Deployment or Service"
 
 
-def sim_site() -> SlurmSite | None:
-    """The sim's Slurm when the sim runs one."""
+def sim_site(api_host: str) -> SlurmSite | None:
+    """The sim's Slurm when the sim runs one and is the target (its API server is at `api_host`)."""
     from harness.sim import cluster, slurm as sim_slurm  # the sim's modules only where it is the target
     from harness.sim.config import ports_from_env
     lay = cluster.layout()
     state = cluster._read_state(lay) or {}
-    if "slurmrestd" not in state.get("components", {}):
+    components, ports_of = state.get("components", {}), state.get("ports", {})
+    if "slurmrestd" not in components or api_host != f"https://127.0.0.1:{ports_of.get('kube-apiserver')}":
         return None
     slurm_lay = sim_slurm.SlurmLayout(lay)
     ports = sim_slurm.SlurmPorts(ports_from_env().base)
@@ -80,8 +81,11 @@ class SlurmBackend(Capabilities):
     _rest: SlurmRest | None = None
     _model_applied = False
 
+    _site: SlurmSite | None = None
+
     def site(self) -> SlurmSite | None:
-        return site_site() or sim_site()
+        """Where this run's Slurm is: known once unavailable_reason has looked at the target."""
+        return self._site
 
     def rest(self) -> SlurmRest:
         if self._rest is None:
@@ -103,8 +107,9 @@ class SlurmBackend(Capabilities):
         return super().lacks(capability, target_kind)
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        if self.site() is None:
-            return f"slurm: no slurmrestd (sim without slurm, and {URL_ENV} unset)"
+        self._site = site_site() or sim_site(str(api.configuration.host))
+        if self._site is None:
+            return f"slurm: no slurmrestd (the target is not a sim running slurm, and {URL_ENV} is unset)"
         try:
             self.rest().request("GET", "ping", self.rest().site.admin_user)
         except (HarnessError, ConfigError) as exc:

@@ -137,7 +137,7 @@ def _check_ports(components: list[Component], extra: dict[str, int]) -> None:
 def wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not procs.is_running(pid, component.binary):
+        if not procs.is_running(pid, component.binary) and procs.has_exited(pid):  # (a `nice` prefix: not yet exec'd)
             raise SimError(f"{component.name} exited during start-up (status {procs.exit_status(pid)}); last lines of "
                            f"{lay.log(component.name)}:\n{procs.log_tail(lay.log(component.name))}")
         if component.healthy():
@@ -196,9 +196,9 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     writing = threading.Lock()  # Slurm starts on a thread of its own, beside the Kubernetes side
 
     def launch(component: Component) -> int:
-        pid = procs.start(list(component.argv), lay.log(component.name),
+        pid = procs.start([*component.prefix, *component.argv], lay.log(component.name),
                           env={**os.environ, **dict(component.env)} if component.env else None,
-                          netns_name=component.netns, nice=component.nice)
+                          netns_name=component.netns)
         with writing:
             state["components"][component.name] = _component_state(component, pid)
             state["ports"][component.name] = component.port
@@ -214,10 +214,14 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
 
     slurm_failed: list[BaseException] = []
 
+    stopping = threading.Event()
+
     def start_slurm() -> None:
         try:
             slurm.init_database(slurm.SlurmLayout(lay))
             for group in slurm_groups:
+                if stopping.is_set():
+                    return
                 if group[0].name == "slurmctld":
                     slurm.register_cluster(slurm.SlurmLayout(lay))
                 start_together(group)
@@ -250,7 +254,11 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             slurm_thread.join(start_timeout_s * 2)
             if slurm_failed:
                 raise slurm_failed[0]
+            if slurm_thread.is_alive():
+                raise SimError(f"Slurm not up after {start_timeout_s * 2:.0f}s; see {lay.logs}/slurm*.log")
+            slurm.end_start_niceness(state["components"], [c.name for group in slurm_groups for c in group])
     except BaseException:
+        stopping.set()  # Slurm's thread launches nothing more
         if slurm_thread.is_alive():
             slurm_thread.join(start_timeout_s)
         say("start-up failed: stopping what was started")
@@ -271,7 +279,9 @@ def down(say: Say = print) -> list[str]:
         say("sim is not up; nothing to stop")
         return []
     refused = []
-    if "slurmctld" in state["components"]:
+    ctld = state["components"].get("slurmctld")
+    if ctld and procs.is_running(ctld["pid"], ctld["binary"]):
+        procs.thaw(ctld["pid"], ctld["binary"])
         slurm.cancel_all(slurm.SlurmLayout(lay))  # no batch script outlives its slurmd
     for name, comp in reversed(list(state["components"].items())):
         procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
@@ -337,7 +347,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
                        "run `gpupoc sim down`, then `gpupoc sim up`")
     component = _as_component(name, comp)
     env = {**os.environ, **dict(component.env)} if component.env else None
-    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns, nice=component.nice)
+    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     try:

@@ -72,7 +72,7 @@ class Component:
     known_version: str | None = None  # for binaries without a harmless --version flag
     env: tuple[tuple[str, str], ...] = ()  # added to the environment it starts with
     netns: str | None = None  # runs inside this network namespace of the sim (kube-proxy)
-    nice: int = 0  # CPU niceness: Slurm's daemons yield to the API server while both start
+    prefix: tuple[str, ...] = ()  # run through this (`nice -n 5`); `binary` stays argv[0], what the process runs
 
     @property
     def binary(self) -> str:

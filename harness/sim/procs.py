@@ -16,19 +16,13 @@ LOG_TAIL_LINES = 20
 _children: dict[int, subprocess.Popen[bytes]] = {}  # started by this process: their exit status is ours to read
 
 
-def start(argv: list[str], log: Path, env: dict[str, str] | None = None, netns_name: str | None = None,
-          nice: int = 0) -> int:
+def start(argv: list[str], log: Path, env: dict[str, str] | None = None, netns_name: str | None = None) -> int:
     """Start `argv` in its own session (it outlives gpupoc), output to `log`, inside the sim's network
-    namespace `netns_name` when given, at CPU niceness `nice`; return its pid."""
-    def enter() -> None:
-        if nice:
-            os.nice(nice)
-        if netns_name:
-            netns.enter_for_exec(netns_name)
+    namespace `netns_name` when given; return its pid."""
+    enter = (lambda: netns.enter_for_exec(netns_name)) if netns_name else None
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env,
-                                preexec_fn=enter if nice or netns_name else None)
+                                start_new_session=True, env=env, preexec_fn=enter)
     _children[proc.pid] = proc
     return proc.pid
 
@@ -37,6 +31,12 @@ def exit_status(pid: int) -> int | None:
     """Exit status of a process this gpupoc started and that has ended; None when unknown."""
     proc = _children.get(pid)
     return proc.poll() if proc is not None else None
+
+
+def has_exited(pid: int) -> bool:
+    """A process this gpupoc started has ended (its exit status is known), or the pid is gone."""
+    status = exit_status(pid)
+    return status is not None or not Path(f"/proc/{pid}").exists()
 
 
 def is_running(pid: int, binary: str) -> bool:

@@ -20,14 +20,19 @@ import threading
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness.slurm import expand_hostlist, gres_count
+from harness.slurm import expand_hostlist, gres_count, never_started
 
 BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, float("inf"))
-COMMAND_TIMEOUT_S = 10
+COMMAND_TIMEOUT_S = 3  # within Prometheus' 10 s scrape timeout, four commands
 
 
 def run(*argv: str) -> list[str]:
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    """A Slurm command's lines; none when it fails or hangs (slurmctld down: the series go missing, as they would
+    with a real exporter)."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
     return done.stdout.splitlines() if done.returncode == 0 else []
 
 
@@ -90,8 +95,10 @@ class Exporter:
     def _account_history(self) -> None:
         """Waits of jobs that started, and preemptions, from slurmdbd (each job counted once)."""
         for line in run("sacct", "--allusers", "--noheader", "--parsable2", "-X", "--duplicates",
-                        "--starttime=now-1hour", "--format=JobID,Account,Submit,Start,State"):
-            job, account, submitted, started, state = (line.split("|") + [""] * 5)[:5]
+                        "--starttime=now-1hour", "--format=JobID,Account,Submit,Start,State,NodeList"):
+            job, account, submitted, started, state, nodes = (line.split("|") + [""] * 6)[:6]
+            if never_started(state, "" if nodes in ("None assigned", "") else nodes):
+                continue  # cancelled while pending: Slurm sets its start to its end, but it never started
             if state.startswith(("PREEMPTED", "REQUEUED")) and f"{job}/{submitted}/{started}" not in self.preempted_ids:
                 self.preempted_ids.add(f"{job}/{submitted}/{started}")
                 self.preempted[account] = self.preempted.get(account, 0) + 1

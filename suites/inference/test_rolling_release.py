@@ -49,14 +49,16 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     window = REPLICAS * 3.0 + 4.0  # at most; the probe ends once the rollout has settled
     probe = traffic.probe(url, PROBE_RATE, window, probe_file(tmp_path, "rollout"))
     time.sleep(1.0)  # a second of steady state before the rollout, in the probe's record
-    started = roll_out(workloads, backend, new)
-    pods = workloads.pods(stable.namespace)
-    pods.wait_until(f"all {REPLICAS} pods on {new.version} and Ready",
-                    lambda objs: sum(1 for p in of(stable, objs) if (p["metadata"].get("labels") or {}).get(
-                        "version") == new.version and is_ready(p)) == REPLICAS and len(of(stable, objs)) == REPLICAS,
-                    profile.timeouts.admit)
-    time.sleep(SETTLED_S)  # a moment of the new steady state in the probe's record, then the probe ends
-    probe.stop()
+    try:
+        started = roll_out(workloads, backend, new)
+        pods = workloads.pods(stable.namespace)
+        pods.wait_until(f"all {REPLICAS} pods on {new.version} and Ready",
+                        lambda objs: sum(1 for p in of(stable, objs) if (p["metadata"].get("labels") or {}).get(
+                            "version") == new.version and is_ready(p)) == REPLICAS
+                        and len(of(stable, objs)) == REPLICAS, profile.timeouts.admit)
+        time.sleep(SETTLED_S)  # a moment of the new steady state in the probe's record, then the probe ends
+    finally:
+        probe.stop()
     answers = probe.samples(window + 30)
     ended = answers[-1].t if answers else time.time()
     rate = success_rate(answers)

@@ -74,8 +74,8 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [  # id, argv, environ
     ("check-designed missing", ["check-designed", "/no/such/record.json"], {}, "give the record.json of a run"),
     ("sim component", ["sim", "stop", "kube-dns"], {}, "no sim component 'kube-dns'"),
     ("sim freeze time", ["sim", "freeze", "kueue", "--for", "0"], {}, "--for must be a positive number of seconds"),
-    ("sim schedulers", ["sim", "up", "--schedulers", "slurm"], {}, "--schedulers: unknown slurm"),
-    ("sim schedulers env", ["sim", "up"], {"GPUPOC_SIM_SCHEDULERS": "slurm"}, "unknown slurm"),
+    ("sim schedulers", ["sim", "up", "--schedulers", "lsf"], {}, "--schedulers: unknown lsf"),
+    ("sim schedulers env", ["sim", "up"], {"GPUPOC_SIM_SCHEDULERS": "lsf"}, "unknown lsf"),
 ]
 
 

@@ -26,7 +26,7 @@ from tests.fixtures.interrupt import interruptible
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
 FINAL_ON_SIM = {"default": "succeeded", "kueue": "succeeded", "volcano": "succeeded", "kuberay": "running",
-                "kai": "succeeded"}
+                "kai": "succeeded", "slurm": "succeeded"}
 
 
 def test_detection_finds_the_sim_stack_and_says_why_a_backend_is_absent(sim_api: client.ApiClient) -> None:

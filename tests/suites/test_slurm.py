@@ -56,10 +56,10 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
 
 
 @pytest.fixture()
-def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, sim_api: client.ApiClient) -> Iterator[None]:
     yield
     backend = ALL["slurm"]
-    assert isinstance(backend, SlurmBackend)
+    assert isinstance(backend, SlurmBackend) and backend.unavailable_reason(sim_api) is None  # finds the sim's Slurm
     backend.apply_reference_model(load_profile(SIM_PROFILE))
 
 

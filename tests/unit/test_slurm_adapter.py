@@ -7,7 +7,8 @@ from pathlib import Path
 from harness.backends.base import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
 from harness.sim import slurm as sim_slurm
 from harness.sim.components import Layout
-from harness.slurm import expand_hostlist, gres_count, job_object, member_objects, merged, status_of
+from harness.errors import HarnessError
+from harness.slurm import PollSource, expand_hostlist, gres_count, job_object, member_objects, merged, status_of
 
 # as GET /slurm/v0.0.38/jobs answered for a 2-node gang (fields trimmed to those read)
 RUNNING_JOB = {"job_id": 7, "name": "gang-ab12c", "account": "team-a", "user_name": "team-a-submitter",
@@ -85,3 +86,25 @@ def test_an_array_stands_for_one_member_per_task_each_started_on_its_own() -> No
         "gang-ab12c-2": None, "gang-ab12c-3": None, "gang-ab12c-0": "gpu-node-1"}  # a partial gang
     job = status_of(job_object(merged([pending_rest, started]), "ns"))
     assert job.state == RUNNING and job.admitted_at is not None
+
+
+def test_a_job_cancelled_while_pending_never_started() -> None:
+    """Slurm sets its start time to its end time; it ran on no node and must not count as admitted."""
+    cancelled = {**PENDING_JOB, "job_state": "CANCELLED", "start_time": 1796154100, "end_time": 1796154100}
+    status = status_of(job_object(cancelled, "ns"))
+    assert status.state == FAILED and status.admitted_at is None
+
+
+def test_a_failed_poll_is_skipped_within_the_outage_budget() -> None:
+    answers: list[object] = [HarnessError("slurmrestd unreachable"), [job_object(RUNNING_JOB, "ns")]]
+
+    def read() -> list[dict[str, object]]:
+        answer = answers.pop(0) if answers else [job_object(RUNNING_JOB, "ns")]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    source = PollSource(read)  # type: ignore[arg-type]
+    source._seen = {}
+    events = [kind for kind, _ in source.watch("0", 2)]
+    assert events == ["ADDED"]  # the failed poll was skipped, the next one seen
