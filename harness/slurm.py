@@ -277,14 +277,13 @@ class SlurmJobs:
 
     def __init__(self, rest: SlurmRest, tenants: tuple[Tenant, ...], run_id: str, test_id: str,
                  accounts: dict[str, str], delete_timeout_s: float) -> None:
-        self.rest, self.tenants, self.run_id = rest, tenants, run_id
+        self.rest, self.tenants = rest, tenants
         self.tag = hashlib.sha1(f"{run_id}/{test_id}".encode()).hexdigest()[:5]
         self.accounts = accounts  # tenant name -> Slurm account
         self.delete_timeout_s = delete_timeout_s
         # A deliberate misconfiguration (sensitivity test): a gang submitted as independent array tasks, one node each.
         self.gang_as_array = os.environ.get(GANG_AS_ARRAY_ENV) == "1"
         self.timeline = Timeline()
-        self.created: list[str] = []
         self._ids: dict[str, int] = {}
         self._owners: dict[str, str] = {}  # job name -> the user who submitted it
         self._trackers: dict[tuple[str, str], Tracker] = {}
@@ -312,7 +311,6 @@ class SlurmJobs:
         answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
         self._ids[job.name] = int(answer["job_id"])
         self._owners[job.name] = job.tenant.identity
-        self.created.append(f"slurm job {answer['job_id']} ({job.name})")
 
     def delete(self, job: GangJob) -> None:
         job_id = self._ids.get(job.name)
@@ -373,20 +371,21 @@ class SlurmJobs:
 
     def diagnostics(self) -> list[str]:
         return [f"slurm job {j.get('job_id')} {j.get('name')}: {j.get('job_state')} ({j.get('state_reason')}) "
-                f"nodes {j.get('nodes') or '-'}" for j in self.rest.jobs() if j.get("name") in self._ids]
+                f"nodes {j.get('nodes') or '-'}" for j in self._submitted()]
 
     def _active(self) -> list[tuple[int, str]]:
+        return [(int(j["job_id"]), str(j.get("job_state"))) for j in self._submitted()
+                if STATES.get(str(j.get("job_state")), QUEUED) in (QUEUED, RUNNING, PREEMPTED)]
+
+    def _submitted(self) -> list[dict[str, Any]]:
+        """The records of the jobs this test submitted (an array: every task's record)."""
         ids = set(self._ids.values())
-        return [(int(j["job_id"]), str(j.get("job_state"))) for j in self.rest.jobs()
-                if (j.get("job_id") in ids or j.get("array_job_id") in ids) and j.get("job_state") in ("PENDING", "RUNNING", "COMPLETING",
-                                                                        "CONFIGURING", "REQUEUED", "SUSPENDED")]
+        return [j for j in self.rest.jobs() if j.get("job_id") in ids or j.get("array_job_id") in ids]
 
     def _mine(self, namespace: str) -> list[dict[str, Any]]:
-        """The jobs this test submitted in the tenant's account (an array: every task's record)."""
+        """This test's jobs in the account of the tenant of `namespace`."""
         account = next((self.accounts.get(t.name) for t in self.tenants if t.namespace == namespace), None)
-        ids = set(self._ids.values())
-        return [j for j in self.rest.jobs() if j.get("account") == account
-                and (j.get("job_id") in ids or j.get("array_job_id") in ids)]
+        return [j for j in self._submitted() if j.get("account") == account]
 
     def _tracker(self, namespace: str, kind: str, read: Callable[[], list[dict[str, Any]]]) -> Tracker:
         key = (namespace, kind)

@@ -77,7 +77,6 @@ class SlurmBackend(Capabilities):
                PROMPT_FAIR_SHARE: "Slurm recomputes fair share every PriorityCalcPeriod (a minute at least): this "
                                   "scenario's contention lasts seconds, and one sized to Slurm's period is not built "
                                   "yet"}
-    lacking_on_sim: dict[str, str] = {}
     _rest: SlurmRest | None = None
     _model_applied = False
 

@@ -232,12 +232,11 @@ def check_installed() -> None:
                           "naming slurm)")
     if os.geteuid() != 0:
         raise ConfigError("the sim's Slurm needs root: slurmd runs each job as its submitting user")
-    for user in (REST_USER,):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            raise ConfigError(f"user {user} missing (slurmrestd refuses root): `useradd --system --no-create-home "
-                              f"--shell /usr/sbin/nologin {user}` (install-deps.sh does it)") from None
+    try:
+        pwd.getpwnam(REST_USER)
+    except KeyError:
+        raise ConfigError(f"user {REST_USER} missing (slurmrestd refuses root): `useradd --system --no-create-home "
+                          f"--shell /usr/sbin/nologin {REST_USER}` (install-deps.sh does it)") from None
 
 
 def prepare(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, product: str) -> None:
