@@ -11,6 +11,7 @@ is the sensitivity test's); audit from the API server's log file; cost over the 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -208,8 +209,11 @@ def test_cost_attribution_fails_when_a_gpu_pod_bypasses_the_queues(sim_api: clie
     result = suite("suites/governance/test_quota.py::test_quota[kueue]",
                    "suites/governance/test_cost_attribution.py")
     assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
-    assert "governance.cost_attribution [-]: measured max_tenant_disagreement: 0." in result.stdout, \
-        result.stdout[-3000:]
+    # The bypass pods' share of team-b's bill depends on how long the quota case ran: any value over the
+    # threshold (0.1) is the FAIL wanted; 1.04 was seen when they outlasted team-b's queued jobs.
+    measured = re.search(r"governance\.cost_attribution \[-\]: measured max_tenant_disagreement: ([0-9.]+)",
+                         result.stdout)
+    assert measured and float(measured.group(1)) > 0.1, result.stdout[-3000:]
     assert "max_queue_disagreement" not in result.stdout.split("measured")[1].split("|")[0]  # the queue agrees
 
 
