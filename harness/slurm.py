@@ -42,6 +42,7 @@ OUTAGE_BUDGET_S = 30.0  # slurmrestd unreachable this long ends a tracker's watc
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
 GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
+NO_REQUEUE_ENV = "GPUPOC_SLURM_NO_REQUEUE"  # a deliberate misconfiguration: jobs submitted without requeue
 # job_state -> the harness's states (a requeued job waits again: preempted, or held for a failed node)
 STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
           "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
@@ -101,6 +102,8 @@ def member_objects(job: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
         [str(i) for i in range(int(job.get("node_count") or len(nodes) or 1))]
     return [_versioned({"apiVersion": "v1", "kind": "Pod",
                         "metadata": {"name": f"{name}-{index}", "namespace": namespace, "labels": {JOB_LABEL: name},
+                                     # a requeued job's allocation is a new one, as a replaced pod has a new uid
+                                     "uid": f"{job.get('job_id')}.{job.get('restart_cnt') or 0}.{index}",
                                      "creationTimestamp": _iso(job.get("submit_time"))},
                         "spec": {"nodeName": nodes[i]} if i < len(nodes) else {},
                         "status": {"phase": PHASES[state], "startTime": _iso(job.get("start_time"))}})
@@ -166,6 +169,7 @@ class SlurmSite:
     partition: str = "gpu"
     gpu_type: str = ""   # GRES type ('h100'); '' asks for any GPU
     admin_user: str = "root"
+    fail_node: Callable[[str, str], None] | None = None  # (node, reason): the sim's; a site's nodes are not failed
 
 
 class SlurmRest:
@@ -302,7 +306,11 @@ class SlurmJobs:
             "name": job.name, "account": account, "partition": self.rest.site.partition,
             **({"array": f"0-{job.pods - 1}", "nodes": 1, "tasks": 1} if self.gang_as_array and job.pods > 1 else
                {"nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1}), "gres": gres,
-            "time_limit": max(1, int(job.run_for_s // 60) + 2), "requeue": True,
+            "time_limit": max(1, int(job.run_for_s // 60) + 2),
+            # requeued when preempted or when its node fails: the job's retry policy (off: NODE_FAIL ends it).
+            # v0.0.38 reads "requeue": false as true, so a job that must not be requeued leaves it to the site's
+            # JobRequeue (0 on the sim).
+            **({"requeue": True} if job.restart_on_failure and os.environ.get(NO_REQUEUE_ENV) != "1" else {}),
             "environment": {"PATH": "/usr/bin:/bin"}, "current_working_directory": "/tmp",
             "standard_output": "/dev/null", "standard_error": "/dev/null",
             **({"qos": qos_of(job.priority_class)} if job.priority_class else {})}}
@@ -340,10 +348,16 @@ class SlurmJobs:
         return job.name
 
     def fail_member(self, member: dict[str, Any]) -> str:
-        """Signal the job's batch script (SIGUSR1 through slurmrestd): it exits FAIL_EXIT, a real failure."""
+        """The member's node fails where the site lets the harness fail one (the sim): Slurm requeues the job or,
+        if it does not allow requeueing, ends it NODE_FAIL. Elsewhere the job's batch script is signalled
+        (SIGUSR1 through slurmrestd) and exits FAIL_EXIT, a failure Slurm does not rerun."""
         name = str(((member.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, ""))
         if name not in self._ids:
             raise HarnessError(f"refusing to fail {member['metadata']['name']}: not a job this test submitted")
+        node = str((member.get("spec") or {}).get("nodeName") or "")
+        if self.rest.site.fail_node and node:
+            self.rest.site.fail_node(node, f"gpupoc: {member['metadata']['name']} failed on request")
+            return f"node {node} of Slurm job {self._ids[name]} ({name}) set DOWN (scontrol): its node failed"
         self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", self._owners[name])
         return (f"signalled Slurm job {self._ids[name]} ({name}) with SIGUSR1 through slurmrestd: its batch script "
                 f"exits {FAIL_EXIT}")

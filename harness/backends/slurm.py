@@ -40,7 +40,8 @@ def sim_site(api_host: str) -> SlurmSite | None:
     slurm_lay = sim_slurm.SlurmLayout(lay)
     ports = sim_slurm.SlurmPorts(ports_from_env().base)
     return jobs_api.SlurmSite(f"http://127.0.0.1:{ports.slurmrestd}", lambda user: sim_slurm.token(slurm_lay, user),
-                     sim_slurm.PARTITION, gpu_type=gpu_type_of(slurm_lay.conf))
+                              sim_slurm.PARTITION, gpu_type=gpu_type_of(slurm_lay.conf),
+                              fail_node=lambda node, reason: sim_slurm.fail_node(slurm_lay, node, reason))
 
 
 def gpu_type_of(conf: Path) -> str:
@@ -69,8 +70,6 @@ def site_site() -> SlurmSite | None:
 class SlurmBackend(Capabilities):
     name = "slurm"
     lacking = {SERVING: NOT_KUBERNETES,
-               RETRY_POLICY: "Slurm does not rerun a batch job that fails (it requeues one preempted or whose node "
-                             "failed; the node-failure case is not built yet)",
                CONTROLLER_RESTART: "restarting slurmctld under running jobs is not built yet",
                QUEUE_QUOTA: "the Slurm quota, borrowing and isolation cases are not built yet",
                MONITORING: "the catalogue of the sim's Slurm exporter for the monitoring case is not built yet",
@@ -101,6 +100,9 @@ class SlurmBackend(Capabilities):
         if capability == PREEMPTION_COUNTER:
             return (f"{self.name}: a preemption requeues the job (no member is deleted), so the API-side count the "
                     "cross-check compares with is not built yet")
+        if capability == RETRY_POLICY and target_kind != "sim":
+            return (f"{self.name}: a job is requeued when its node fails, and the harness fails no node of a site "
+                    "(a batch script that fails is not rerun by Slurm)")
         if capability == WAIT_HISTOGRAM and target_kind != "sim":
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own exports the histogram)"
         return super().lacks(capability, target_kind)

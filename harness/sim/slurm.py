@@ -188,11 +188,11 @@ def slurm_conf(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, gpu_t
         "PriorityWeightAge=0",
         "PreemptType=preempt/qos",
         "PreemptMode=REQUEUE",
-        "JobRequeue=1",
+        "JobRequeue=0",  # requeued only when a job asks (slurmrestd v0.0.38 cannot say requeue=false)
         "SchedulerType=sched/backfill",
         "SchedulerParameters=sched_interval=1,bf_interval=1",
         "MinJobAge=600",  # finished jobs stay in slurmctld's view (and slurmrestd's) for 10 minutes
-        "ReturnToService=2",
+        "ReturnToService=2",  # a failed node (fail_node) whose slurmd answers is back at once
         "KillWait=2",
         *node_lines,
         f"PartitionName={PARTITION} Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP "
@@ -365,6 +365,16 @@ def token(lay: SlurmLayout, user: str, lifespan_s: int = 3600) -> str:
     if done.returncode != 0 or "SLURM_JWT=" not in done.stdout:
         raise ConfigError(f"scontrol token for {user} failed: {(done.stderr or done.stdout).strip()}")
     return done.stdout.strip().split("=", 1)[1]
+
+
+def fail_node(lay: SlurmLayout, node: str, reason: str) -> None:
+    """`node` fails (scontrol, as the sim's administrator): slurmctld kills its jobs, requeues those that allow it
+    and fails the rest (NODE_FAIL); its slurmd still answers, so ReturnToService=2 takes it back at once, like a
+    node that rebooted."""
+    done = subprocess.run(["scontrol", "update", f"nodename={node}", "state=DOWN", f"reason={reason}"],
+                          capture_output=True, text=True, env=lay.env(), timeout=30)
+    if done.returncode != 0:
+        raise ConfigError(f"scontrol could not fail {node}: {(done.stderr or done.stdout).strip()}")
 
 
 def node_states(lay: SlurmLayout) -> dict[str, str]:

@@ -17,12 +17,12 @@ from harness.outcomes import load_expected, unexpected
 from harness.profile import load_profile
 from harness.record.model import load_record
 from harness.sim import cluster, slurm as sim_slurm
-from harness.slurm import GANG_AS_ARRAY_ENV
+from harness.slurm import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admit_timeout
 
 CASES = ("test_gang_admission.py", "test_priority_preemption.py", "test_queue_wait.py",
-         "test_failure_recovery.py::test_exhausted_retries_are_reported_as_failed", "test_queue_fairness.py")
+         "test_failure_recovery.py", "test_queue_fairness.py")
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +82,15 @@ def test_gang_admission_fails_on_slurm_when_the_gang_is_submitted_as_independent
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "training.gang_admission [slurm]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in result.stdout, \
         result.stdout[-3000:]
+
+
+def test_failure_recovery_fails_on_slurm_when_jobs_are_not_requeued(slurm: sim_slurm.SlurmLayout,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that does not ask to be requeued ends NODE_FAIL when its node fails: nothing recovers."""
+    monkeypatch.setenv(NO_REQUEUE_ENV, "1")
+    result = suite("suites/training/test_failure_recovery.py::test_failure_recovery", "--backends=slurm",
+                   "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.failure_recovery [slurm]: measured recover_within_s: nothing measured" in result.stdout, \
+        result.stdout[-3000:]
+    assert "job failed: NodeDown" in result.stdout, result.stdout[-3000:]
