@@ -62,3 +62,8 @@ class JobSystem(Protocol):
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         ...
+
+    def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
+        """End `jobs` while the backend's controllers are stopped and return once their capacity is free (a
+        destructive step); say how."""
+        ...

@@ -170,6 +170,8 @@ class SlurmSite:
     gpu_type: str = ""   # GRES type ('h100'); '' asks for any GPU
     admin_user: str = "root"
     fail_node: Callable[[str, str], None] | None = None  # (node, reason): the sim's; a site's nodes are not failed
+    # (job ids, timeout): end those jobs' batch scripts on their nodes, slurmctld or not (the sim's)
+    end_jobs: Callable[[list[int], float], None] | None = None
 
 
 class SlurmRest:
@@ -361,6 +363,16 @@ class SlurmJobs:
         self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", self._owners[name])
         return (f"signalled Slurm job {self._ids[name]} ({name}) with SIGUSR1 through slurmrestd: its batch script "
                 f"exits {FAIL_EXIT}")
+
+    def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
+        """slurmctld is down, so nothing can be cancelled: the jobs' batch scripts end on their nodes (the sim's
+        processes), and slurmd reports them once slurmctld is back."""
+        if self.rest.site.end_jobs is None:
+            raise HarnessError("ending jobs while slurmctld is down takes the nodes' processes: only on the sim")
+        ids = [self._ids[job.name] for job in jobs]
+        self.rest.site.end_jobs(ids, timeout_s)
+        return (f"the batch scripts of Slurm jobs {', '.join(map(str, ids))} ended on their nodes while slurmctld was "
+                "down (their processes killed)")
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         return sum(1 for node in self.rest.nodes() if gres_count(str(node.get("gres", ""))) >= per_node

@@ -196,6 +196,16 @@ class Workloads:
             resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
                             propagation_policy="Background")
 
+    def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
+        """Delete the jobs (the API server is up while the scheduler is not); return once their pods are gone."""
+        for job in jobs:
+            self.delete(job)
+        names = {job.name for job in jobs}
+        for namespace in sorted({job.tenant.namespace for job in jobs}):
+            self.pods(namespace).wait_until(f"the pods of {len(names)} deleted jobs gone",
+                                            lambda o: not any(job_of(p) in names for p in o.values()), timeout_s)
+        return f"deleted {', '.join(sorted(names))}; their pods are gone"
+
     def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
         obj = job_object(job, objects)
         return self.job_status(obj) if obj is not None else None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from harness.backends.base import (CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, GangJob, JobStatus,
+                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, GangJob, JobStatus,
                                    WaitHistogram)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Profile, Tenant
@@ -41,7 +41,8 @@ def sim_site(api_host: str) -> SlurmSite | None:
     ports = sim_slurm.SlurmPorts(ports_from_env().base)
     return jobs_api.SlurmSite(f"http://127.0.0.1:{ports.slurmrestd}", lambda user: sim_slurm.token(slurm_lay, user),
                               sim_slurm.PARTITION, gpu_type=gpu_type_of(slurm_lay.conf),
-                              fail_node=lambda node, reason: sim_slurm.fail_node(slurm_lay, node, reason))
+                              fail_node=lambda node, reason: sim_slurm.fail_node(slurm_lay, node, reason),
+                              end_jobs=sim_slurm.end_jobs)
 
 
 def gpu_type_of(conf: Path) -> str:
@@ -70,12 +71,13 @@ def site_site() -> SlurmSite | None:
 class SlurmBackend(Capabilities):
     name = "slurm"
     lacking = {SERVING: NOT_KUBERNETES,
-               CONTROLLER_RESTART: "restarting slurmctld under running jobs is not built yet",
                QUEUE_QUOTA: "the Slurm quota, borrowing and isolation cases are not built yet",
                MONITORING: "the catalogue of the sim's Slurm exporter for the monitoring case is not built yet",
                PROMPT_FAIR_SHARE: "Slurm recomputes fair share every PriorityCalcPeriod (a minute at least): this "
                                   "scenario's contention lasts seconds, and one sized to Slurm's period is not built "
                                   "yet"}
+    controllers = Controllers(("slurmctld",), (), "a site's slurmctld is a system service the harness does not stop",
+                              needs=("slurmrestd", "slurmdbd"))
     _rest: SlurmRest | None = None
     _model_applied = False
 

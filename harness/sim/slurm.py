@@ -19,6 +19,7 @@ import pwd
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -375,6 +376,37 @@ def fail_node(lay: SlurmLayout, node: str, reason: str) -> None:
                           capture_output=True, text=True, env=lay.env(), timeout=30)
     if done.returncode != 0:
         raise ConfigError(f"scontrol could not fail {node}: {(done.stderr or done.stdout).strip()}")
+
+
+def end_jobs(job_ids: list[int], timeout_s: float) -> None:
+    """Kill the processes of these jobs' batch scripts (found by SLURM_JOB_ID in their environment), without
+    slurmctld: each job ends on its node as if its script had died; slurmd reports it when it can."""
+    wanted = {f"SLURM_JOB_ID={job_id}".encode() for job_id in job_ids}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [pid for pid in _pids() if wanted & set(_environ(pid))]
+        if not found:
+            return
+        if time.monotonic() > deadline:
+            raise ConfigError(f"the batch scripts of Slurm jobs {job_ids} still run after {timeout_s:.0f}s "
+                              f"(pids {found})")
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
 
 
 def node_states(lay: SlurmLayout) -> dict[str, str]:

@@ -83,11 +83,7 @@ def test_control_plane_recovery(target: Target, backend: Backend, workloads: Job
     stopped_at = time.time()
     try:
         restart.stop()
-        for job in fillers:
-            workloads.delete(job)
-        busy_pods.wait_until("the fillers' pods gone while the controllers are down",
-                             lambda o: not any(belongs(p, j) for p in o.values() for j in fillers),
-                             profile.timeouts.delete)
+        ev.note(workloads.end_while_stopped(fillers, profile.timeouts.delete))
     finally:  # whatever happened, the controllers come back before anything else runs
         back_at = restart.start()
     ev.note(f"controllers down for {back_at - stopped_at:.1f}s; capacity for {len(fillers)} jobs freed meanwhile.")

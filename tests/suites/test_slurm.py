@@ -4,6 +4,8 @@ misconfigured Slurm makes its criterion FAIL with the measured value."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +21,10 @@ from harness.record.model import load_record
 from harness.sim import cluster, slurm as sim_slurm
 from harness.slurm import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
 from tests.suites.test_governance import suite
-from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admit_timeout
+from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admission, short_admit_timeout
 
 CASES = ("test_gang_admission.py", "test_priority_preemption.py", "test_queue_wait.py",
-         "test_failure_recovery.py", "test_queue_fairness.py")
+         "test_failure_recovery.py", "test_control_plane_recovery.py", "test_queue_fairness.py")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
         f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     passed = {c for c, _, o in outcomes if o == "PASS"}
     assert {"training.gang_admission", "training.priority_preemption", "training.queue_wait",
-            "training.failure_recovery"} <= passed, outcomes
+            "training.failure_recovery", "training.control_plane_recovery"} <= passed, outcomes
     assert ("training.queue_fairness", "slurm", "SKIP") in outcomes  # its period is minutes: not sized yet
     wait = next(r for r in record.results if r.criterion == "training.queue_wait")
     cross_checks = [c for c in wait.evidence[0]["checks"] if c["name"].startswith("metric_tolerance_s")]
@@ -94,3 +96,32 @@ def test_failure_recovery_fails_on_slurm_when_jobs_are_not_requeued(slurm: sim_s
     assert "training.failure_recovery [slurm]: measured recover_within_s: nothing measured" in result.stdout, \
         result.stdout[-3000:]
     assert "job failed: NodeDown" in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def slurmctld_restarts_without_its_state(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    """slurm.conf points StateSaveLocation at an empty directory (state kept on a disk the restarted controller
+    does not see): the running slurmctld is unchanged until the criterion restarts it. Afterwards the reference
+    configuration is back, slurmctld restarted on its own state, and every job cancelled."""
+    reference = slurm.conf.read_text()
+    empty = slurm.state / "ctld-lost"
+    empty.mkdir(parents=True, exist_ok=True)
+    slurm.conf.write_text(reference.replace(f"StateSaveLocation={slurm.state / 'ctld'}",
+                                            f"StateSaveLocation={empty}"))
+    try:
+        yield
+    finally:
+        slurm.conf.write_text(reference)
+        cluster.restart_component("slurmctld", say=lambda _: None)
+        sim_slurm.cancel_all(slurm)
+        shutil.rmtree(empty, ignore_errors=True)
+
+
+def test_control_plane_recovery_fails_on_slurm_when_slurmctld_restarts_without_its_state(
+        tmp_path: Path, slurmctld_restarts_without_its_state: None) -> None:
+    result = suite("suites/training/test_control_plane_recovery.py", "--backends=slurm", "--queue-model=keep",
+                   f"--profile={profile_variant(tmp_path, short_admission)}")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.control_plane_recovery [slurm]: measured resume_within_s: nothing measured" in result.stdout, \
+        result.stdout[-3000:]
+    assert re.search(r"max_jobs_lost: 3", result.stdout), result.stdout[-3000:]
