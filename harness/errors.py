@@ -30,6 +30,11 @@ class HarnessError(GpupocError):
     """The environment or the harness broke: the test is an ERROR, not a FAIL."""
 
 
+class Refused(HarnessError):
+    """A job system that is not Kubernetes refused a request as not allowed for its user (Slurm: an account
+    the user has no association with, another user's job); Kubernetes answers client.ApiException 403."""
+
+
 class ConfigError(HarnessError):
     """Invalid input from the user: a flag, a profile field, a missing tool."""
 

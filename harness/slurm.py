@@ -28,8 +28,7 @@ from typing import Any
 
 from harness.backends.base import (FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
                                    parse_time, pod_state)
-from harness.errors import ConfigError, HarnessError
-from harness.profile import Tenant
+from harness.errors import ConfigError, HarnessError, Refused
 from harness.timeline import Timeline
 from harness.tracker import Objects, Tracker
 from harness.wait import as_field
@@ -38,6 +37,8 @@ API = "v0.0.38"
 POLL_S = 0.25
 REQUEST_TIMEOUT_S = 10.0
 HTTP_UNAUTHORIZED = 401
+# slurm_errno.h: ESLURM_ACCESS_DENIED, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS (not allowed for the user)
+REFUSALS = {2002, 2045, 2066}
 OUTAGE_BUDGET_S = 30.0  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
@@ -207,13 +208,15 @@ class SlurmRest:
             detail = exc.read().decode(errors="replace")
             if exc.code == HTTP_UNAUTHORIZED:
                 raise _Unauthorized(f"slurmrestd {method} {path} as {user}: HTTP 401") from None
-            raise HarnessError(f"slurmrestd {method} {path} as {user}: HTTP {exc.code}: "
-                               f"{_errors(detail) or detail[:300]}") from None
+            error = Refused if _codes(detail) & REFUSALS else HarnessError
+            raise error(f"slurmrestd {method} {path} as {user}: HTTP {exc.code}: "
+                        f"{_errors(detail) or detail[:300]}") from None
         except (OSError, ValueError) as exc:  # refused, reset, timed out; an answer that is not JSON
             raise HarnessError(f"slurmrestd at {self.site.url} unreachable ({method} {path}): {exc}") from None
-        errors = [e for e in answer.get("errors") or [] if e.get("error_number")]
-        if errors:
-            raise HarnessError(f"slurmrestd {method} {path} as {user}: {_errors(json.dumps(answer))}")
+        codes = _codes(json.dumps(answer))
+        if codes:
+            error = Refused if codes & REFUSALS else HarnessError
+            raise error(f"slurmrestd {method} {path} as {user}: {_errors(json.dumps(answer))}")
         return answer
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -233,13 +236,25 @@ class _Unauthorized(HarnessError):
     """slurmrestd refused the token (expired): fetch another."""
 
 
-def _errors(text: str) -> str:
+def _found(text: str) -> list[dict[str, Any]]:
     try:
-        found = json.loads(text).get("errors") or []
+        return [e for e in json.loads(text).get("errors") or [] if isinstance(e, dict)]
     except (ValueError, AttributeError):
-        return ""
-    return "; ".join(f"{e.get('error', '')} ({e.get('error_number', '')}): {e.get('description', '')}"
-                     for e in found)
+        return []
+
+
+def _code(error: dict[str, Any]) -> int:
+    """v0.0.38 names an error's number error_number or error_code, depending on the call."""
+    return int(error.get("error_number") or error.get("error_code") or 0)
+
+
+def _codes(text: str) -> set[int]:
+    return {_code(e) for e in _found(text)} - {0}
+
+
+def _errors(text: str) -> str:
+    return "; ".join(f"{e.get('error', '')} ({_code(e)})" + (f": {e['description']}" if e.get("description") else "")
+                     for e in _found(text))
 
 
 class PollSource:
@@ -281,9 +296,9 @@ class PollSource:
 class SlurmJobs:
     """harness.jobs.JobSystem on Slurm: what a training or governance case asks of the system running its jobs."""
 
-    def __init__(self, rest: SlurmRest, tenants: tuple[Tenant, ...], run_id: str, test_id: str,
-                 accounts: dict[str, str], delete_timeout_s: float) -> None:
-        self.rest, self.tenants = rest, tenants
+    def __init__(self, rest: SlurmRest, run_id: str, test_id: str, accounts: dict[str, str],
+                 delete_timeout_s: float) -> None:
+        self.rest = rest
         self.tag = hashlib.sha1(f"{run_id}/{test_id}".encode()).hexdigest()[:5]
         self.accounts = accounts  # tenant name -> Slurm account
         self.delete_timeout_s = delete_timeout_s
@@ -292,6 +307,7 @@ class SlurmJobs:
         self.timeline = Timeline()
         self._ids: dict[str, int] = {}
         self._owners: dict[str, str] = {}  # job name -> the user who submitted it
+        self._namespaces: dict[int, str] = {}  # job id -> the namespace of the tenant that submitted it
         self._trackers: dict[tuple[str, str], Tracker] = {}
 
     # what the suites ask
@@ -299,7 +315,7 @@ class SlurmJobs:
         return f"{base}-{self.tag}"
 
     def submit(self, job: GangJob) -> None:
-        account = self.accounts.get(job.tenant.name)
+        account = job.tenant.queues.get("slurm") or self.accounts.get(job.tenant.name)
         if not account:
             raise ConfigError(f"tenant {job.tenant.name} has no slurm account in the profile (tenants[].queues.slurm)")
         gres = f"gpu:{self.rest.site.gpu_type}:{job.gpus_per_pod}" if self.rest.site.gpu_type else \
@@ -321,6 +337,7 @@ class SlurmJobs:
         answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
         self._ids[job.name] = int(answer["job_id"])
         self._owners[job.name] = job.tenant.identity
+        self._namespaces[int(answer["job_id"])] = job.tenant.namespace
 
     def delete(self, job: GangJob) -> None:
         job_id = self._ids.get(job.name)
@@ -409,9 +426,9 @@ class SlurmJobs:
         return [j for j in self.rest.jobs() if j.get("job_id") in ids or j.get("array_job_id") in ids]
 
     def _mine(self, namespace: str) -> list[dict[str, Any]]:
-        """This test's jobs in the account of the tenant of `namespace`."""
-        account = next((self.accounts.get(t.name) for t in self.tenants if t.namespace == namespace), None)
-        return [j for j in self._submitted() if j.get("account") == account]
+        """This test's jobs submitted by the tenant of `namespace` (whichever account they name)."""
+        return [j for j in self._submitted()
+                if self._namespaces.get(int(j.get("array_job_id") or 0) or int(j.get("job_id") or 0)) == namespace]
 
     def _tracker(self, namespace: str, kind: str, read: Callable[[], list[dict[str, Any]]]) -> Tracker:
         key = (namespace, kind)

@@ -73,12 +73,13 @@ JOBS_COMPLETE = "jobs complete"              # a job runs to completion on this 
 PREEMPTION_COUNTER = "preemption counter"    # the scheduler counts preemptions in Prometheus
 WAIT_HISTOGRAM = "wait histogram"            # the scheduler exports a submission-to-admission histogram
 CONTROLLER_RESTART = "controller restart"    # the harness can stop and start the controllers that admit jobs
-QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU quota and a limit, lent and reclaimed
+QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU limit the scheduler enforces
+BORROWING = "borrowing"                      # quota lent to other tenants while idle and reclaimed, usage on the queue
 MONITORING = "monitoring catalogue"          # the harness knows which of its series a POC needs
 SERVING = "serving"                          # it places a Deployment's pods (an inference service)
 PROMPT_FAIR_SHARE = "prompt fair share"      # its fair share acts within seconds of a tenant arriving
 CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
-                MONITORING, SERVING, PROMPT_FAIR_SHARE)
+                BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,8 @@ class Capabilities:
             return f"{self.name}: no catalogue of the series it exports (it hands its pods to a scheduler)"
         if capability == QUEUE_QUOTA and self.queue_usage is None:
             return f"{self.name}: no queues with a GPU quota and limit"
+        if capability == BORROWING and self.queue_usage is None:
+            return f"{self.name}: no queue lends its idle quota and reclaims it"
         if capability == CONTROLLER_RESTART and (self.controllers is None or (
                 target_kind != "sim" and not self.controllers.deployments)):
             why = self.controllers.why_not_elsewhere if self.controllers else "no controller known to restart"

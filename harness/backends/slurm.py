@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from harness.backends.base import (CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
+from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
                                    QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, GangJob, JobStatus,
                                    WaitHistogram)
 from harness.errors import ConfigError, HarnessError
@@ -71,7 +71,8 @@ def site_site() -> SlurmSite | None:
 class SlurmBackend(Capabilities):
     name = "slurm"
     lacking = {SERVING: NOT_KUBERNETES,
-               QUEUE_QUOTA: "the Slurm quota, borrowing and isolation cases are not built yet",
+               BORROWING: "an account's GPU limit (GrpTRES) is a cap, not a quota lent while idle and reclaimed: "
+                          "idle GPUs go by fair share, and a QOS preempts by priority",
                MONITORING: "the catalogue of the sim's Slurm exporter for the monitoring case is not built yet",
                PROMPT_FAIR_SHARE: "Slurm recomputes fair share every PriorityCalcPeriod (a minute at least): this "
                                   "scenario's contention lasts seconds, and one sized to Slurm's period is not built "
@@ -102,6 +103,8 @@ class SlurmBackend(Capabilities):
         if capability == PREEMPTION_COUNTER:
             return (f"{self.name}: a preemption requeues the job (no member is deleted), so the API-side count the "
                     "cross-check compares with is not built yet")
+        if capability == QUEUE_QUOTA:
+            return None  # an account per tenant with its GPU limit (GrpTRES), enforced by slurmctld
         if capability == RETRY_POLICY and target_kind != "sim":
             return (f"{self.name}: a job is requeued when its node fails, and the harness fails no node of a site "
                     "(a batch script that fails is not rerun by Slurm)")
@@ -166,7 +169,7 @@ class SlurmBackend(Capabilities):
         keeps the queue model it finds: --queue-model=keep)."""
         if target_kind == "sim" and apply_model and not self._model_applied:
             self.apply_reference_model(profile)
-        return jobs_api.SlurmJobs(self.rest(), tuple(profile.tenants), run_id, test_id, accounts_of(profile),
+        return jobs_api.SlurmJobs(self.rest(), run_id, test_id, accounts_of(profile),
                                   profile.timeouts.delete)
 
     def apply_reference_model(self, profile: Profile) -> None:

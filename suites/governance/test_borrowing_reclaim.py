@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.backends import Backend, GangJob
-from harness.backends.base import QUEUE_QUOTA, QueueUsage, disruption
+from harness.backends.base import BORROWING, QUEUE_QUOTA, QueueUsage, disruption
 from harness.criteria.governance import borrowing_reclaim as reclaim
 from harness.criteria.governance.borrowing_reclaim import CRITERION
 from harness.criteria.governance.quota import gpus_over_time
@@ -146,5 +146,5 @@ def run_borrowing_reclaim(api: client.ApiClient, prometheus: Prometheus, backend
 
 def test_borrowing_reclaim(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                            prometheus: Prometheus, evidence: Callable[[str], Evidence]) -> None:
-    require(target, backend, QUEUE_QUOTA)
+    require(target, backend, QUEUE_QUOTA, BORROWING)
     run_borrowing_reclaim(target.api, prometheus, backend, workloads, queue_model, evidence(CRITERION.id))

@@ -27,7 +27,7 @@ from harness.backends import Backend, GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.criteria.governance import tenant_isolation as iso
 from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, CRITERION
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Refused
 from harness.jobs import JobSystem
 from harness.profile import Profile, Tenant
 from harness.record import collect as record
@@ -241,11 +241,11 @@ def test_queue_isolation(target: Target, backend: Backend, workloads: JobSystem,
     submitted = time.time()
     try:
         workloads.submit(intruder)
-    except client.ApiException as exc:
-        if exc.status not in (iso.HTTP_FORBIDDEN, 400, 422):
+    except (client.ApiException, Refused) as exc:
+        if isinstance(exc, client.ApiException) and exc.status not in (iso.HTTP_FORBIDDEN, 400, 422):
             raise
-        ev.note(f"{me.name} naming {other.name}'s {backend.name} queue {theirs!r}: refused at creation "
-                f"(HTTP {exc.status})")
+        ev.note(f"{me.name} naming {other.name}'s {backend.name} queue {theirs!r}: refused at creation ("
+                + (f"HTTP {exc.status})" if isinstance(exc, client.ApiException) else f"{exc})"))
         ev.expect("max_cross_tenant_allowed", 0, label="queue")
         ev.expect("held_for_s", window)
         ev.verdict()

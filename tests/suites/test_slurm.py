@@ -57,6 +57,24 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
                         if not _.startswith("gang-filler")), rows
 
 
+def test_the_governance_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slurm: sim_slurm.SlurmLayout) -> None:
+    """Quota (the account's GPU limit), queue isolation (another tenant's account refused at submission) and queue
+    classes (a session's high QOS preempts low training) pass; borrowing is SKIP (a GrpTRES is a cap, not a quota
+    that is lent and reclaimed)."""
+    result = suite("suites/governance/test_quota.py::test_quota", "suites/governance/test_queue_classes.py",
+                   "suites/governance/test_tenant_isolation.py::test_queue_isolation",
+                   "suites/governance/test_borrowing_reclaim.py", "--backends=slurm", "--run-id=slurm-governance",
+                   f"--reports-dir={tmp_path}")
+    record = load_record(tmp_path / "slurm-governance" / "record.json")
+    outcomes = {(r.criterion, r.outcome) for r in record.results}
+    assert outcomes == {("governance.quota", "PASS"), ("governance.queue_classes", "PASS"),
+                        ("governance.tenant_isolation", "PASS"), ("governance.borrowing_reclaim", "SKIP")}, \
+        "\n".join(f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    isolation = next(r for r in record.results if r.criterion == "governance.tenant_isolation")
+    assert any("refused at creation (slurmrestd POST job/submit as team-a-submitter" in n and
+               "Invalid account" in n for n in isolation.evidence[0]["notes"]), isolation.evidence
+
+
 @pytest.fixture()
 def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, sim_api: client.ApiClient) -> Iterator[None]:
     yield
@@ -125,3 +143,33 @@ def test_control_plane_recovery_fails_on_slurm_when_slurmctld_restarts_without_i
     assert "training.control_plane_recovery [slurm]: measured resume_within_s: nothing measured" in result.stdout, \
         result.stdout[-3000:]
     assert re.search(r"max_jobs_lost: 3", result.stdout), result.stdout[-3000:]
+
+
+def test_quota_fails_on_slurm_when_the_account_has_no_gpu_limit(
+        tmp_path: Path, slurm: sim_slurm.SlurmLayout, reference_slurm_model_afterwards: None) -> None:
+    """team-b's account without GrpTRES: its job beyond the limit starts at once."""
+    sim_slurm.sacctmgr(slurm, "modify", "account", "where", "name=team-b", "set", "GrpTRES=gres/gpu=-1")
+    result = suite("suites/governance/test_quota.py::test_quota", "--backends=slurm", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert re.search(r"governance\.quota \[slurm\]: measured max_gpus_over_limit: [1-9]\d* GPUs", result.stdout) \
+        and "held_for_s: 0." in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def team_a_user_in_team_b_account(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    """An association of team-a's user with team-b's account (an administrator's slip): the reference model has
+    none, so it is removed afterwards."""
+    sim_slurm.sacctmgr(slurm, "add", "user", "team-a-submitter", "account=team-b")
+    try:
+        yield
+    finally:
+        sim_slurm.sacctmgr(slurm, "delete", "user", "where", "name=team-a-submitter", "account=team-b")
+
+
+def test_queue_isolation_fails_on_slurm_when_a_user_may_use_the_other_tenants_account(
+        slurm: sim_slurm.SlurmLayout, team_a_user_in_team_b_account: None) -> None:
+    result = suite("suites/governance/test_tenant_isolation.py::test_queue_isolation", "--backends=slurm",
+                   "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[queue]: 1 actions" in result.stdout, \
+        result.stdout[-3000:]
