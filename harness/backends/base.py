@@ -148,6 +148,7 @@ class Monitoring:
 
     series: tuple[Series, ...]
     pending: str = ""
+    pods: bool = True  # its jobs run as pods: kube-state-metrics' pod series are needed too
 
 
 def allocated_gpus(queue: dict[str, Any], resource: str) -> float:

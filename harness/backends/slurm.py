@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, GangJob, JobStatus,
+                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, GangJob, JobStatus, Monitoring, Series,
                                    WaitHistogram)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Profile, Tenant
@@ -73,10 +73,20 @@ class SlurmBackend(Capabilities):
     lacking = {SERVING: NOT_KUBERNETES,
                BORROWING: "an account's GPU limit (GrpTRES) is a cap, not a quota lent while idle and reclaimed: "
                           "idle GPUs go by fair share, and a QOS preempts by priority",
-               MONITORING: "the catalogue of the sim's Slurm exporter for the monitoring case is not built yet",
                PROMPT_FAIR_SHARE: "Slurm recomputes fair share every PriorityCalcPeriod (a minute at least): this "
                                   "scenario's contention lasts seconds, and one sized to Slurm's period is not built "
                                   "yet"}
+    # the sim's exporter (harness/sim/slurm_exporter.py); a site's exporter is not mapped yet
+    monitoring = Monitoring((
+        Series("queue wait", "slurm_job_wait_seconds_count"),
+        Series("pending per queue", 'slurm_queue_jobs{state="pending"}'),
+        Series("admitted per queue", 'slurm_queue_jobs{state="running"}'),
+        Series("preempted", "slurm_preempted_jobs_total", event=True),
+        Series("quota per queue", "slurm_account_gpu_limit"),
+        Series("usage per queue", "slurm_account_gpus_allocated"),
+        Series("fair share per queue", "slurm_account_fairshare"),
+        Series("GPUs per node", "slurm_node_gpus")),
+        'sum(slurm_queue_jobs{{account="{queue}",state="pending"}})', pods=False)
     controllers = Controllers(("slurmctld",), (), "a site's slurmctld is a system service the harness does not stop",
                               needs=("slurmrestd", "slurmdbd"))
     _rest: SlurmRest | None = None
@@ -108,6 +118,8 @@ class SlurmBackend(Capabilities):
         if capability == RETRY_POLICY and target_kind != "sim":
             return (f"{self.name}: a job is requeued when its node fails, and the harness fails no node of a site "
                     "(a batch script that fails is not rerun by Slurm)")
+        if capability == MONITORING and target_kind != "sim":
+            return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own has a catalogue)"
         if capability == WAIT_HISTOGRAM and target_kind != "sim":
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own exports the histogram)"
         return super().lacks(capability, target_kind)

@@ -333,10 +333,14 @@ def stop_component(name: str, say: Say = print) -> None:
     say(f"stopped {name} (pid {comp['pid']})")
 
 
-def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOUT_S) -> int:
-    """Start a stopped component again with the arguments `up` gave it (thaw a frozen one); its new pid."""
+def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOUT_S,
+                    argv: tuple[str, ...] | None = None) -> int:
+    """Start a stopped component again with the arguments `up` gave it, or with `argv` from now on (a
+    misconfiguration on purpose, until started again with its own); thaw a frozen one. Its new pid."""
     lay = layout()
     state, comp = _component(name, lay)
+    if argv is not None:
+        comp["argv"] = list(argv)
     if procs.is_running(comp["pid"], comp["binary"]):
         thawed = procs.thaw(comp["pid"], comp["binary"])
         _end_fault(lay, name)

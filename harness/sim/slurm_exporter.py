@@ -4,7 +4,8 @@ say, as Prometheus series, read at every scrape with Slurm's own commands.
 - slurm_queue_jobs{account,state}: jobs pending and running per account (squeue, slurmctld's live view)
 - slurm_account_gpus_allocated{account}: GPUs held by each account's running jobs
 - slurm_node_gpus{node,kind="total|allocated"}: GRES per node (sinfo)
-- slurm_account_fairshare{account}: the fair-share factor (sshare)
+- slurm_account_fairshare{account}: the fair-share factor (sshare; Fair Tree gives it to users: the highest of the account's)
+- slurm_account_gpu_limit{account}: the account's GPU limit, where it has one (sacctmgr: GrpTRES gres/gpu)
 - slurm_job_wait_seconds{account}: a histogram of submit-to-start of every job that started (sacct, slurmdbd's
   record; each job counted once, when it is first seen started)
 - slurm_preempted_jobs_total{account}: jobs preempted (sacct state PREEMPTED, or requeued: each counted once)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import threading
 from datetime import datetime
@@ -43,8 +45,12 @@ def epoch(text: str) -> float | None:
         return None  # 'Unknown', 'None'
 
 
+COLLECTORS = ("queue", "nodes", "fairshare", "limits", "accounting")
+
+
 class Exporter:
-    def __init__(self) -> None:
+    def __init__(self, collectors: set[str] = set(COLLECTORS)) -> None:
+        self.collectors = collectors
         self.lock = threading.Lock()
         self.waits: dict[str, list[int]] = {}      # account -> bucket counts (cumulative at render)
         self.wait_sums: dict[str, float] = {}
@@ -54,14 +60,17 @@ class Exporter:
 
     def scrape(self) -> str:
         with self.lock:
-            self._account_history()
             lines = ['gpupoc_sim_slurm_exporter_info{simulated="true"} 1']
-            lines += self._queue()
-            lines += self._nodes()
-            lines += self._fairshare()
-            lines += self._histogram()
-            lines += [f'slurm_preempted_jobs_total{{account="{a}"}} {n}' for a, n in sorted(self.preempted.items())]
+            for name, collect in (("queue", self._queue), ("nodes", self._nodes), ("fairshare", self._fairshare),
+                                  ("limits", self._limits), ("accounting", self._accounting)):
+                if name in self.collectors:
+                    lines += collect()
             return "\n".join(lines) + "\n"
+
+    def _accounting(self) -> list[str]:
+        self._account_history()
+        return self._histogram() + [f'slurm_preempted_jobs_total{{account="{a}"}} {n}'
+                                    for a, n in sorted(self.preempted.items())]
 
     def _queue(self) -> list[str]:
         jobs: dict[tuple[str, str], int] = {}
@@ -85,11 +94,22 @@ class Exporter:
         return sorted(set(out))
 
     def _fairshare(self) -> list[str]:
-        out = []
-        for line in run("sshare", "--noheader", "--parsable2", "--format=Account,User,FairShare"):
+        """Fair Tree gives a fair-share factor to users, not accounts: an account's is the highest of its users'."""
+        factors: dict[str, float] = {}
+        for line in run("sshare", "--all", "--noheader", "--parsable2", "--format=Account,User,FairShare"):
             account, user, factor = (line.split("|") + ["", "", ""])[:3]
-            if account.strip() and not user and factor:
-                out.append(f'slurm_account_fairshare{{account="{account.strip()}"}} {float(factor)}')
+            if account.strip() and user and factor:
+                factors[account.strip()] = max(factors.get(account.strip(), 0.0), float(factor))
+        return [f'slurm_account_fairshare{{account="{a}"}} {f}' for a, f in sorted(factors.items())]
+
+    def _limits(self) -> list[str]:
+        """Each account's GPU limit (GrpTRES gres/gpu) where it has one (sacctmgr, slurmdbd's view)."""
+        out = []
+        for line in run("sacctmgr", "--noheader", "--parsable2", "show", "association", "format=Account,User,GrpTRES"):
+            account, user, tres = (line.split("|") + ["", "", ""])[:3]
+            limit = re.search(r"gres/gpu=(\d+)", tres)
+            if account.strip() and not user and limit:
+                out.append(f'slurm_account_gpu_limit{{account="{account.strip()}"}} {limit.group(1)}')
         return out
 
     def _account_history(self) -> None:
@@ -131,9 +151,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="the gpupoc sim's Slurm exporter (simulated)")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--conf", required=True, help="slurm.conf")
+    parser.add_argument("--collectors", default=",".join(COLLECTORS),
+                        help=f"what it exports, comma-separated (default: all of {', '.join(COLLECTORS)})")
     args = parser.parse_args()
     os.environ["SLURM_CONF"] = args.conf
-    exporter = Exporter()
+    exporter = Exporter(set(args.collectors.split(",")) & set(COLLECTORS))
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)

@@ -71,7 +71,7 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
         ev.expect("max_pending_mismatch", abs(samples[0].value - waiting) if samples else None)
     else:
         ev.not_checked("max_pending_mismatch", f"{backend.name} exports no count of jobs waiting per queue")
-    needed = [*backend.monitoring.series, *COMMON]
+    needed = [*backend.monitoring.series, *(COMMON if backend.monitoring.pods else ())]
     if target.kind != "sim":
         needed.append(GPU_UTILISATION)
     # series of objects just created (kube-state-metrics' of the new pods) show after a scrape or two

@@ -58,17 +58,19 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
 
 
 def test_the_governance_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slurm: sim_slurm.SlurmLayout) -> None:
-    """Quota (the account's GPU limit), queue isolation (another tenant's account refused at submission) and queue
-    classes (a session's high QOS preempts low training) pass; borrowing is SKIP (a GrpTRES is a cap, not a quota
+    """Quota (the account's GPU limit), queue isolation (another tenant's account refused at submission), queue
+    classes (a session's high QOS preempts low training) and monitoring (the sim's exporter) pass; borrowing is SKIP (a GrpTRES is a cap, not a quota
     that is lent and reclaimed)."""
     result = suite("suites/governance/test_quota.py::test_quota", "suites/governance/test_queue_classes.py",
                    "suites/governance/test_tenant_isolation.py::test_queue_isolation",
-                   "suites/governance/test_borrowing_reclaim.py", "--backends=slurm", "--run-id=slurm-governance",
+                   "suites/governance/test_borrowing_reclaim.py", "suites/governance/test_monitoring_coverage.py",
+                   "--backends=slurm", "--run-id=slurm-governance",
                    f"--reports-dir={tmp_path}")
     record = load_record(tmp_path / "slurm-governance" / "record.json")
     outcomes = {(r.criterion, r.outcome) for r in record.results}
     assert outcomes == {("governance.quota", "PASS"), ("governance.queue_classes", "PASS"),
-                        ("governance.tenant_isolation", "PASS"), ("governance.borrowing_reclaim", "SKIP")}, \
+                        ("governance.tenant_isolation", "PASS"), ("governance.monitoring_coverage", "PASS"),
+                        ("governance.borrowing_reclaim", "SKIP")}, \
         "\n".join(f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     isolation = next(r for r in record.results if r.criterion == "governance.tenant_isolation")
     assert any("refused at creation (slurmrestd POST job/submit as team-a-submitter" in n and
@@ -173,3 +175,26 @@ def test_queue_isolation_fails_on_slurm_when_a_user_may_use_the_other_tenants_ac
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[queue]: 1 actions" in result.stdout, \
         result.stdout[-3000:]
+
+
+@pytest.fixture()
+def slurm_exporter_without_its_queue_collector(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    """The exporter restarted without the collector of jobs per account (squeue); its own arguments afterwards."""
+    argv = tuple(cluster.component_argv("slurm-exporter"))
+    cluster.stop_component("slurm-exporter", say=lambda _: None)
+    cluster.start_component("slurm-exporter", say=lambda _: None,
+                            argv=(*argv, "--collectors=nodes,fairshare,limits,accounting"))
+    try:
+        yield
+    finally:
+        cluster.stop_component("slurm-exporter", say=lambda _: None)
+        cluster.start_component("slurm-exporter", say=lambda _: None, argv=argv)
+
+
+def test_monitoring_coverage_fails_on_slurm_naming_the_series_its_exporter_no_longer_exports(
+        slurm_exporter_without_its_queue_collector: None) -> None:
+    result = suite("suites/governance/test_monitoring_coverage.py", "--backends=slurm", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.monitoring_coverage [slurm]: measured max_pending_mismatch: nothing measured" in result.stdout \
+        and "max_missing_series: 3 series" in result.stdout, result.stdout[-3000:]
+    assert "missing: usage per queue: slurm_account_gpus_allocated (missing)" in result.stdout, result.stdout[-3000:]
