@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from harness.backends.base import GangJob, JobStatus
+from harness.criteria.governance.tenant_isolation import Attempt
+from harness.profile import Tenant
 from harness.timeline import Timeline
 from harness.tracker import Objects, Tracker
 
@@ -61,6 +63,12 @@ class JobSystem(Protocol):
         ...
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
+        ...
+
+    def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt] | None:
+        """Where the job system has users of its own (Slurm): `me` tries to read, change and cancel a job of
+        `other`, and the same on a job of its own (the positive control). None on Kubernetes, whose RBAC matrix
+        is checked once per cluster."""
         ...
 
     def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:

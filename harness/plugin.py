@@ -52,10 +52,10 @@ HELD_KEY = pytest.StashKey[list[Held]]()
 SWEEP_TIMEOUT_S = 30.0
 
 
-def apply_queue_model_if_allowed(target: Target, profile: Profile) -> bool:
+def apply_queue_model_if_allowed(target: Target, profile: Profile, slurm: bool = False) -> bool:
     if not may_create_queue_model(target):
         return False
-    apply_queue_model(target, profile, say=lambda _: None)
+    apply_queue_model(target, profile, say=lambda _: None, slurm=slurm)
     return True
 
 
@@ -211,7 +211,7 @@ def queue_model(target: Target, gpupoc_config: RunConfig) -> Profile:
     """The tenants' queues exist: applied from manifests/setup/ on the sim and kind (unless --queue-model keep),
     the cluster's own elsewhere."""
     if gpupoc_config.apply_queue_model:
-        apply_queue_model_if_allowed(target, gpupoc_config.profile)
+        apply_queue_model_if_allowed(target, gpupoc_config.profile, slurm="slurm" in gpupoc_config.backends)
     else:
         missing = missing_references(target.api, gpupoc_config.profile, gpupoc_config.backends)
         if missing:  # before any test creates anything
@@ -227,6 +227,7 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
         jobs = backend.job_system(queue_model, gpupoc_config.run_id, request.node.nodeid, target.kind,
                                   gpupoc_config.apply_queue_model)
         yield jobs
+        request.config.stash.setdefault(SUBMITTED_KEY, []).extend(jobs.created)
         call = request.node.stash.get(CALL_REPORT_KEY, None)
         try:
             diagnostics = jobs.diagnostics() if call is not None and call.failed else []

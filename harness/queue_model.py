@@ -13,6 +13,7 @@ from kubernetes import client
 
 from harness import backends
 from harness.apply import apply_objects
+from harness.backends.slurm import SlurmBackend, accounts_of
 from harness.cleanup import HTTP_NOT_FOUND
 from harness.errors import ConfigError
 from harness.manifests import MANAGED_LABEL, MANAGER, render
@@ -64,7 +65,8 @@ def replace_changed_priority_classes(api: client.ApiClient, objects: list[dict[s
     return replaced
 
 
-def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], None] = print) -> list[str]:
+def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], None] = print,
+                      slurm: bool = True) -> list[str]:
     if not may_create_queue_model(target):
         raise ConfigError(f"context {target.context} is not the sim or a kind cluster: on staging the cluster owns "
                           "its queue model; point the profile's tenants[].queues at the existing queues instead")
@@ -78,4 +80,15 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
         say(f"  PriorityClass {replaced}: value changed in the reference model; replaced (a value cannot change)")
     applied = apply_objects(target.api, objects)
     say(f"queue model applied ({len(applied)} objects) for {', '.join(present) or 'no queueing backend'}")
-    return [f"{o.kind}/{o.metadata.name}" for o in applied]
+    return [f"{o.kind}/{o.metadata.name}" for o in applied] + (apply_slurm_model(target, profile, say) if slurm else [])
+
+
+def apply_slurm_model(target: Target, profile: Profile, say: Callable[[str], None]) -> list[str]:
+    """The sim's Slurm, when it runs one: accounts, users and QOS from the profile (sacctmgr)."""
+    slurm = backends.ALL.get("slurm")
+    if target.kind != "sim" or not isinstance(slurm, SlurmBackend) or slurm.unavailable_reason(target.api):
+        return []
+    slurm.apply_reference_model(profile)
+    accounts = sorted(accounts_of(profile).values())
+    say(f"Slurm reference model applied: accounts {', '.join(accounts)}, QOS low and high")
+    return [f"SlurmAccount/{a}" for a in accounts]

@@ -28,21 +28,28 @@ from typing import Any
 
 from harness.backends.base import (FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
                                    parse_time, pod_state)
+from harness.criteria.governance.audit import Entry, Submitted
+from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, Attempt
 from harness.errors import ConfigError, HarnessError, Refused
+from harness.profile import Tenant
 from harness.timeline import Timeline
 from harness.tracker import Objects, Tracker
-from harness.wait import as_field
+from harness.wait import as_field, poll
 
 API = "v0.0.38"
 POLL_S = 0.25
 REQUEST_TIMEOUT_S = 10.0
 HTTP_UNAUTHORIZED = 401
-# slurm_errno.h: ESLURM_ACCESS_DENIED, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS (not allowed for the user)
-REFUSALS = {2002, 2045, 2066}
-OUTAGE_BUDGET_S = 30.0  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
+# slurm_errno.h: ESLURM_ACCESS_DENIED, ESLURM_USER_ID_MISSING (an update of another user's job), ESLURM_INVALID_JOB_ID
+# and ESLURM_REST_EMPTY_RESULT (what slurmctld and slurmdbd answer for a job PrivateData hides),
+# ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS: not allowed for the user
+REFUSALS = {2002, 2010, 2017, 2045, 2066, 9003}
+OUTAGE_BUDGET_S = 30.0
+RECORDED_WITHIN_S = 10.0  # a submitted job is in slurmdbd's accounting  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
 GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
+AUDIT_GROUP = "slurm"  # a Slurm job in the audit: its record is slurmdbd's, not the API server's audit log
 NO_REQUEUE_ENV = "GPUPOC_SLURM_NO_REQUEUE"  # a deliberate misconfiguration: jobs submitted without requeue
 # job_state -> the harness's states (a requeued job waits again: preempted, or held for a failed node)
 STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
@@ -308,6 +315,7 @@ class SlurmJobs:
         self._ids: dict[str, int] = {}
         self._owners: dict[str, str] = {}  # job name -> the user who submitted it
         self._namespaces: dict[int, str] = {}  # job id -> the namespace of the tenant that submitted it
+        self.created: list[Submitted] = []  # for the audit criterion: slurmdbd must have each, by its submitter
         self._trackers: dict[tuple[str, str], Tracker] = {}
 
     # what the suites ask
@@ -338,6 +346,8 @@ class SlurmJobs:
         self._ids[job.name] = int(answer["job_id"])
         self._owners[job.name] = job.tenant.identity
         self._namespaces[int(answer["job_id"])] = job.tenant.namespace
+        self.created.append(Submitted("jobs", AUDIT_GROUP, job.tenant.namespace, str(answer["job_id"]),
+                                      datetime.now(timezone.utc), job.tenant.identity))
 
     def delete(self, job: GangJob) -> None:
         job_id = self._ids.get(job.name)
@@ -380,6 +390,46 @@ class SlurmJobs:
         self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", self._owners[name])
         return (f"signalled Slurm job {self._ids[name]} ({name}) with SIGUSR1 through slurmrestd: its batch script "
                 f"exits {FAIL_EXIT}")
+
+    def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt]:
+        """As `me`'s user through slurmrestd: read, hold, shorten, move to its own account and cancel a job of
+        `other`'s user (refused), then read and comment a job of its own (allowed)."""
+        theirs, own = (GangJob(self.job_name(f"iso-{t.name}"), t, 1, 1, run_for_s=600) for t in (other, me))
+        for job in (theirs, own):
+            self.submit(job)
+        their_id, own_id = self._ids[theirs.name], self._ids[own.name]
+        for job_id in (their_id, own_id):  # in slurmdbd (sent by slurmctld as it goes), so a miss is a refusal
+            poll(lambda: self._recorded(job_id), bool, RECORDED_WITHIN_S, poll_s=POLL_S)
+        my_account = me.queues.get("slurm") or self.accounts.get(me.name, "")
+        tries = [(f"read {other.name}'s job {their_id}", REFUSED, "GET", f"job/{their_id}", None, False),
+                 (f"read {other.name}'s accounting record of job {their_id}", REFUSED, "GET", f"job/{their_id}",
+                  None, True),
+                 (f"hold {other.name}'s job {their_id}", REFUSED, "POST", f"job/{their_id}", {"hold": True}, False),
+                 (f"shorten {other.name}'s job {their_id}", REFUSED, "POST", f"job/{their_id}",
+                  {"time_limit": 1}, False),
+                 (f"move {other.name}'s job {their_id} to account {my_account}", REFUSED, "POST", f"job/{their_id}",
+                  {"account": my_account}, False),
+                 (f"cancel {other.name}'s job {their_id}", REFUSED, "DELETE", f"job/{their_id}", None, False),
+                 (f"read its own job {own_id}", ALLOWED, "GET", f"job/{own_id}", None, False),
+                 (f"read its own accounting record of job {own_id}", ALLOWED, "GET", f"job/{own_id}", None, True),
+                 (f"comment its own job {own_id}", ALLOWED, "POST", f"job/{own_id}", {"comment": "gpupoc"}, False)]
+        result = []
+        for action, expected, method, path, body, db in tries:
+            try:
+                answer = self.rest.request(method, path, me.identity, body, db=db)
+                found = answer.get("jobs")  # a read that PrivateData hides answers no job, not an error
+                outcome, said = (REFUSED, "no job in the answer") if method == "GET" and not found else \
+                    (ALLOWED, "done")
+            except Refused as exc:
+                outcome, said = REFUSED, str(exc).split(": ", 1)[-1][:160]
+            result.append(Attempt(me.name, f"slurmrestd: {action}", expected, NOT_APPLICABLE, outcome, said))
+        return result
+
+    def _recorded(self, job_id: int) -> bool:
+        try:
+            return bool(self.rest.request("GET", f"job/{job_id}", self.rest.site.admin_user, db=True).get("jobs"))
+        except HarnessError:
+            return False
 
     def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
         """slurmctld is down, so nothing can be cancelled: the jobs' batch scripts end on their nodes (the sim's
@@ -457,3 +507,15 @@ def batch_script(job: GangJob) -> str:
     return (f"#!/bin/bash\n# gpupoc job {job.name}: {job.pods} node(s) x {job.gpus_per_pod} GPU(s)\n"
             f"trap 'echo gpupoc: failed on request >&2; exit {FAIL_EXIT}' USR1\n"
             f"sleep {job.run_for_s:g} &\nwait\n")
+
+
+def accounting_entry(rest: SlurmRest, obj: Submitted) -> Entry | None:
+    """slurmdbd's record of a submitted job (who submitted it, when), as an audit entry; a job id reused (a
+    controller that lost its state counts from 1 again) is told apart by the submission time."""
+    try:
+        records = rest.request("GET", f"job/{obj.name}", rest.site.admin_user, db=True).get("jobs") or []
+    except HarnessError:
+        return None
+    found = [Entry(str(r.get("user", "")), "submit", obj.resource, AUDIT_GROUP, obj.namespace, obj.name, at, 0)
+             for r in records if (at := _at((r.get("time") or {}).get("submission"))) is not None]
+    return min(found, key=lambda e: abs((e.at - obj.created_at).total_seconds()), default=None)

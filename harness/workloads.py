@@ -22,6 +22,7 @@ from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import created_at, job_of, pod_state
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
+from harness.criteria.governance.tenant_isolation import Attempt
 from harness.seam import service_account_user
 from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
@@ -195,6 +196,9 @@ class Workloads:
             resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
             resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
                             propagation_policy="Background")
+
+    def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt] | None:
+        return None  # Kubernetes: the RBAC matrix (test_tenant_isolation), once per cluster
 
     def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
         """Delete the jobs (the API server is up while the scheduler is not); return once their pods are gone."""

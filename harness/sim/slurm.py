@@ -40,6 +40,7 @@ BINARIES = ("munged", "mungekey", "mariadbd", "mariadb-install-db", "slurmdbd", 
             "slurmrestd", "sacctmgr", "scontrol")
 CANCEL_WAIT_S = 10.0
 START_NICENESS = 5
+PRIVATE_DATA = "accounts,jobs,usage,users"
 CRED_EXPIRE_S = 10  # a requeued job may start again this long after (default 120 s)
 
 
@@ -193,6 +194,7 @@ def slurm_conf(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, gpu_t
         "SchedulerType=sched/backfill",
         "SchedulerParameters=sched_interval=1,bf_interval=1",
         "MinJobAge=600",  # finished jobs stay in slurmctld's view (and slurmrestd's) for 10 minutes
+        f"PrivateData={PRIVATE_DATA}",  # a tenant sees its own jobs, usage and associations only
         "ReturnToService=2",  # a failed node (fail_node) whose slurmd answers is back at once
         "KillWait=2",
         *node_lines,
@@ -221,6 +223,7 @@ def slurmdbd_conf(lay: SlurmLayout, ports: SlurmPorts, db_password: str) -> str:
         "StorageType=accounting_storage/mysql",
         "StorageHost=127.0.0.1", f"StoragePort={ports.mariadb}",
         "StorageUser=slurm", f"StoragePass={db_password}", "StorageLoc=slurm_acct_db",
+        f"PrivateData={PRIVATE_DATA}",  # a tenant reads its own accounting records only
         "",
     ])
 

@@ -2,7 +2,8 @@
 
 Runs after every other test of the run: each workload object the run submitted (every suite, every
 backend) must be in the API server's audit log, created by the identity that submitted it, at a time
-within seconds of the object's creationTimestamp. The test submits one job of its own first, so it
+within seconds of the object's creationTimestamp. A Slurm job must be in slurmdbd's accounting, submitted by
+the tenant's user, at a time within seconds of its submission. The test submits one job of its own first, so it
 has something to find when it runs alone. On the sim the log is the API server's log file; elsewhere
 the profile would have to name one, so it is SKIP with that reason. The audit flags are reported
 against the CIS Kubernetes Benchmark's audit checks (informational).
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends import ALL, GangJob
+from harness.backends.slurm import SlurmBackend
 from harness.config import RunConfig
 from harness.criteria.governance import audit
 from harness.criteria.governance.audit import CRITERION
@@ -23,6 +25,7 @@ from harness.profile import Profile
 from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.sim import cluster
+from harness.slurm import AUDIT_GROUP, accounting_entry
 from harness.target import Target
 from harness.workloads import Workloads
 from suites.training.common import state_is
@@ -75,10 +78,17 @@ def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, s
     finally:
         leftovers = own.close()
     objects = [*submitted, *own.created]
+    on_slurm = [o for o in objects if o.group == AUDIT_GROUP]  # slurmdbd's records, not the API server's log
+    on_kubernetes = [o for o in objects if o.group != AUDIT_GROUP]
     # the log backend writes each request as it completes: allow the last ones a moment
-    entries = poll(lambda: read_entries(files), lambda read: all(audit.creation_of(o, read) for o in objects),
+    entries = poll(lambda: read_entries(files), lambda read: all(audit.creation_of(o, read) for o in on_kubernetes),
                    LOG_SETTLE_S)
-    found = {id(o): audit.creation_of(o, entries) for o in objects}
+    found = {id(o): audit.creation_of(o, entries) for o in on_kubernetes}
+    if on_slurm:
+        slurm = ALL["slurm"]
+        assert isinstance(slurm, SlurmBackend)
+        found.update({id(o): accounting_entry(slurm.rest(), o) for o in on_slurm})
+        ev.note(f"{len(on_slurm)} Slurm jobs looked up in slurmdbd's accounting (the submitting user and time)")
     rows, missing, skews = [], 0, []
     for obj in objects:
         entry = found[id(obj)]

@@ -73,6 +73,8 @@ def test_the_governance_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, sl
                         ("governance.borrowing_reclaim", "SKIP")}, \
         "\n".join(f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     isolation = next(r for r in record.results if r.criterion == "governance.tenant_isolation")
+    tried = next(rows for name, rows in isolation.evidence[0]["tables"].items() if "other tenant's jobs" in name)
+    assert len(tried) == 9 and all(row["verdict"] == "as expected" for row in tried), tried
     assert any("refused at creation (slurmrestd POST job/submit as team-a-submitter" in n and
                "Invalid account" in n for n in isolation.evidence[0]["notes"]), isolation.evidence
 
@@ -198,3 +200,34 @@ def test_monitoring_coverage_fails_on_slurm_naming_the_series_its_exporter_no_lo
     assert "governance.monitoring_coverage [slurm]: measured max_pending_mismatch: nothing measured" in result.stdout \
         and "max_missing_series: 3 series" in result.stdout, result.stdout[-3000:]
     assert "missing: usage per queue: slurm_account_gpus_allocated (missing)" in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def slurm_without_private_data(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    """slurm.conf and slurmdbd.conf without PrivateData: every user reads every job and its accounting record."""
+    files = {path: path.read_text() for path in (slurm.conf, slurm.conf.with_name("slurmdbd.conf"))}
+    for path, text in files.items():
+        path.write_text("".join(line for line in text.splitlines(keepends=True) if not line.startswith("PrivateData=")))
+    reread(slurm)
+    try:
+        yield
+    finally:
+        for path, text in files.items():
+            path.write_text(text)
+        reread(slurm)
+
+
+def reread(slurm: sim_slurm.SlurmLayout) -> None:
+    """slurmctld and slurmdbd read their configuration again (scontrol reconfigure; slurmdbd on a restart)."""
+    subprocess.run(["scontrol", "reconfigure"], env=slurm.env(), check=True, capture_output=True, timeout=30)
+    cluster.restart_component("slurmdbd", say=lambda _: None)
+
+
+def test_tenant_isolation_fails_on_slurm_when_users_read_each_others_jobs(
+        slurm_without_private_data: None) -> None:
+    result = suite("suites/governance/test_tenant_isolation.py::test_queue_isolation", "--backends=slurm",
+                   "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[jobs]: 2 actions" in result.stdout, \
+        result.stdout[-3000:]
+    assert "ALLOWED: team-a: slurmrestd: read team-b's job" in result.stdout, result.stdout[-3000:]
