@@ -45,7 +45,8 @@ HTTP_UNAUTHORIZED = 401
 # ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS: not allowed for the user
 REFUSALS = {2002, 2010, 2017, 2045, 2066, 9003}
 OUTAGE_BUDGET_S = 30.0
-RECORDED_WITHIN_S = 10.0  # a submitted job is in slurmdbd's accounting  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
+RECORDED_WITHIN_S = 10.0
+NOT_PLACED = ("Resources", "Priority")  # a pending job's reasons once the scheduler has tried it  # a submitted job is in slurmdbd's accounting  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
 GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
@@ -106,6 +107,10 @@ def member_objects(job: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
     nodes = expand_hostlist(str(job.get("nodes") or "")) if state in (RUNNING, SUCCEEDED, FAILED) else []
     name = str(job.get("name", ""))
     tasks = array_tasks(job)
+    reason = str(job.get("state_reason") or "")
+    # slurmctld tried and cannot start it now: as kube-scheduler says of a pod it could not place
+    refusal = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+               "message": f"slurmctld: {reason}"} if state == QUEUED and reason in NOT_PLACED else None
     indices = [str(t) for t in tasks] if tasks is not None else \
         [str(i) for i in range(int(job.get("node_count") or len(nodes) or 1))]
     return [_versioned({"apiVersion": "v1", "kind": "Pod",
@@ -114,7 +119,8 @@ def member_objects(job: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
                                      "uid": f"{job.get('job_id')}.{job.get('restart_cnt') or 0}.{index}",
                                      "creationTimestamp": _iso(job.get("submit_time"))},
                         "spec": {"nodeName": nodes[i]} if i < len(nodes) else {},
-                        "status": {"phase": PHASES[state], "startTime": _iso(job.get("start_time"))}})
+                        "status": {"phase": PHASES[state], "startTime": _iso(job.get("start_time")),
+                                   **({"conditions": [refusal]} if refusal and i >= len(nodes) else {})}})
             for i, index in enumerate(indices)]
 
 

@@ -102,15 +102,16 @@ class Tracker:
                 self.error = exc
                 self._changed.notify_all()
 
-    def hold(self, seconds: float, until: Callable[[], bool] = lambda: False) -> None:
+    def hold(self, seconds: float, until: Callable[[], bool] = lambda: False, recheck_s: float | None = None) -> None:
         """Let events flow for `seconds` (listeners keep checking), failing only if the watch breaks; sooner once
-        `until()` (nothing left to observe: the worst that can happen has happened)."""
+        `until()` (nothing left to observe: the worst that can happen has happened), asked at each event and,
+        for a condition that also depends on time, every `recheck_s`."""
         deadline = time.monotonic() + seconds
         with self._changed:
             while (remaining := deadline - time.monotonic()) > 0 and not until():
                 if self.error is not None:
                     raise HarnessError(f"the watch on {self.kind} broke: {self.error}") from self.error
-                self._changed.wait(remaining)
+                self._changed.wait(min(remaining, recheck_s) if recheck_s else remaining)
 
     def wait_until(self, what: str, done: Callable[[Objects], bool], timeout_s: float,
                    failed: Callable[[Objects], str | None] = lambda _: None,

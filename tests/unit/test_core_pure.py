@@ -203,3 +203,20 @@ def test_gang_watch_keeps_the_worst_partial_binding() -> None:
     for name, t in (("b", 4.0), ("c", 5.0)):
         watch.observe("MODIFIED", pod(name, "n3"), t)
     assert watch.all_bound_at == 5.0
+
+
+def test_gang_watch_knows_when_the_scheduler_refused_every_pod() -> None:
+    from harness.criteria.training.gang_admission import GangWatch
+    watch = GangWatch(2)
+
+    def pod(name: str, refused: bool, node: str | None = None) -> dict[str, object]:
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}] if refused else []
+        return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {},
+                "status": {"conditions": conditions}}
+    watch.observe("ADDED", pod("a", True), 1.0)
+    assert watch.refused_since() is None  # one of two
+    watch.observe("ADDED", pod("b", True), 2.0)
+    watch.observe("MODIFIED", pod("a", True), 3.0)  # refused again: still since its first refusal
+    assert watch.refused_since() == 2.0
+    watch.observe("MODIFIED", pod("a", False, "n1"), 4.0)  # bound after all: no longer refused
+    assert watch.refused_since() is None and watch.partial_while_blocked() == 1

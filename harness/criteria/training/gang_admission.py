@@ -25,6 +25,7 @@ class GangWatch:
     bound: set[str] = field(default_factory=set)
     max_partial: int = 0            # most pods bound at one time while fewer than `size` were
     all_bound_at: float | None = None
+    refused: dict[str, float] = field(default_factory=dict)  # pod -> when seen refused by the scheduler
 
     def observe(self, event: str, pod: dict[str, Any], seen_at: float) -> None:
         name = pod["metadata"]["name"]
@@ -33,6 +34,10 @@ class GangWatch:
             self.bound.add(name)
         else:
             self.bound.discard(name)
+        if event != "DELETED" and not is_bound and unschedulable(pod):
+            self.refused.setdefault(name, seen_at)
+        else:
+            self.refused.pop(name, None)
         if len(self.bound) < self.size:
             self.max_partial = max(self.max_partial, len(self.bound))
         elif self.all_bound_at is None:
@@ -40,3 +45,13 @@ class GangWatch:
 
     def partial_while_blocked(self) -> int:
         return self.max_partial
+
+    def refused_since(self) -> float | None:
+        """When the scheduler had said of every pod of the gang that it cannot place it now (None: not yet)."""
+        return max(self.refused.values()) if len(self.refused) >= self.size else None
+
+
+def unschedulable(pod: dict[str, Any]) -> bool:
+    """Pure: the scheduler tried and could not place the pod (its PodScheduled condition False, Unschedulable)."""
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or [])
