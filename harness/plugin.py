@@ -233,6 +233,7 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
             diagnostics = jobs.diagnostics() if call is not None and call.failed else []
         finally:  # what the test submitted is cancelled even when slurmrestd cannot be read
             leftovers = jobs.close()
+        request.config.stash.setdefault(HELD_KEY, []).extend(jobs.gpus_held(time.time()))
         record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers)
         return
     submitter = target.seam.as_tenant if queue_model.submit_as == "tenant" else None

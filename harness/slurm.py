@@ -29,6 +29,7 @@ from typing import Any
 from harness.backends.base import (FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus,
                                    parse_time, pod_state)
 from harness.criteria.governance.audit import Entry, Submitted
+from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, Attempt
 from harness.errors import ConfigError, HarnessError, Refused
 from harness.profile import Tenant
@@ -321,6 +322,7 @@ class SlurmJobs:
         self._ids: dict[str, int] = {}
         self._owners: dict[str, str] = {}  # job name -> the user who submitted it
         self._namespaces: dict[int, str] = {}  # job id -> the namespace of the tenant that submitted it
+        self._jobs: dict[str, GangJob] = {}
         self.created: list[Submitted] = []  # for the audit criterion: slurmdbd must have each, by its submitter
         self._trackers: dict[tuple[str, str], Tracker] = {}
 
@@ -350,6 +352,7 @@ class SlurmJobs:
         self.members(job.tenant.namespace)
         answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
         self._ids[job.name] = int(answer["job_id"])
+        self._jobs[job.name] = job
         self._owners[job.name] = job.tenant.identity
         self._namespaces[int(answer["job_id"])] = job.tenant.namespace
         self.created.append(Submitted("jobs", AUDIT_GROUP, job.tenant.namespace, str(answer["job_id"]),
@@ -430,6 +433,17 @@ class SlurmJobs:
                 outcome, said = REFUSED, str(exc).split(": ", 1)[-1][:160]
             result.append(Attempt(me.name, f"slurmrestd: {action}", expected, NOT_APPLICABLE, outcome, said))
         return result
+
+    def gpus_held(self, now: float) -> list[Held]:
+        """When each member held its node's GPUs (running, from the polled states), for cost attribution."""
+        from harness.workloads import running_intervals  # harness.workloads imports the backends, which import this
+        held = []
+        for name, start, end in running_intervals(self.timeline, now):
+            job = self._jobs.get(name.rsplit("-", 1)[0])
+            if job is not None and job.gpus_per_pod:
+                account = job.tenant.queues.get("slurm") or self.accounts.get(job.tenant.name, "")
+                held.append(Held(job.tenant.namespace, name, "slurm", account, job.gpus_per_pod, start, end))
+        return held
 
     def _recorded(self, job_id: int) -> bool:
         try:
@@ -515,13 +529,27 @@ def batch_script(job: GangJob) -> str:
             f"sleep {job.run_for_s:g} &\nwait\n")
 
 
-def accounting_entry(rest: SlurmRest, obj: Submitted) -> Entry | None:
-    """slurmdbd's record of a submitted job (who submitted it, when), as an audit entry; a job id reused (a
+def accounting_records(rest: SlurmRest, since: float) -> dict[str, list[dict[str, Any]]]:
+    """slurmdbd's records of every job that ran or waited since `since` (epoch seconds), by job id (one request; a
+    requeued job has a record per run)."""
+    ago = max(60, int(time.time() - since) + 60)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for record in rest.request("GET", f"jobs?start_time=now-{ago}", rest.site.admin_user, db=True).get("jobs") or []:
+        found.setdefault(str(record.get("job_id")), []).append(record)
+    return found
+
+
+def accounting_entry(records: list[dict[str, Any]], obj: Submitted) -> Entry | None:
+    """Pure: slurmdbd's record of a submitted job (who submitted it, when) as an audit entry; a job id reused (a
     controller that lost its state counts from 1 again) is told apart by the submission time."""
-    try:
-        records = rest.request("GET", f"job/{obj.name}", rest.site.admin_user, db=True).get("jobs") or []
-    except HarnessError:
-        return None
     found = [Entry(str(r.get("user", "")), "submit", obj.resource, AUDIT_GROUP, obj.namespace, obj.name, at, 0)
              for r in records if (at := _at((r.get("time") or {}).get("submission"))) is not None]
     return min(found, key=lambda e: abs((e.at - obj.created_at).total_seconds()), default=None)
+
+
+def accounted_gpu_seconds(records: list[dict[str, Any]]) -> float:
+    """Pure: GPU-seconds slurmdbd accounted to a job: each of its records (one per run, a requeued job has several)
+    times the GPUs allocated to it (whole seconds: Slurm's resolution)."""
+    return sum(float((r.get("time") or {}).get("elapsed") or 0) * sum(
+        float(t.get("count") or 0) for t in (r.get("tres") or {}).get("allocated") or []
+        if t.get("type") == "gres" and t.get("name") == "gpu") for r in records)

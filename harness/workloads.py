@@ -302,14 +302,15 @@ def pod_gpus(pod: dict[str, Any], resource: str) -> int:
 
 
 def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:
-    """(pod, running since, running until) from the pod transitions; still running ends at `now`."""
+    """(pod, running since, running until) from the pod transitions; still running ends at `now`. A member back to
+    pending after running (a Slurm job requeued) stopped holding its GPUs then."""
     result = []
     for name in sorted({t.name for t in timeline.transitions if t.kind == MEMBER_KIND}):
         start = None
         for t in timeline.of(MEMBER_KIND, name):
             if t.state == "running" and start is None:
                 start = t.seen_at
-            elif t.state in ("succeeded", "failed", "deleted") and start is not None:
+            elif t.state in ("pending", "succeeded", "failed", "deleted") and start is not None:
                 result.append((name, start, t.seen_at))
                 start = None
         if start is not None:

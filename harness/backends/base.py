@@ -193,6 +193,11 @@ class Backend(Protocol):
         """Where it says what a tenant's queue holds (None: it has no queues with quota)."""
         ...
 
+    @property
+    def usage_metric(self) -> str:
+        """PromQL of the GPUs a queue uses where it has no queue object (Slurm's accounts); '' otherwise."""
+        ...
+
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         """The objects to apply for `job`, in the tenant's namespace."""
         ...
@@ -223,6 +228,7 @@ class Capabilities:
     owned: OwnedKind | None = None
     controllers: Controllers | None = None
     queue_usage: QueueUsage | None = None
+    usage_metric = ""  # PromQL of the GPUs a queue ({queue}) uses, where it has no queue object to read (Slurm)
     monitoring: Monitoring | None = None
     queued_by = ""  # the backend whose queues hold its jobs when not its own (KubeRay's RayJobs: Kueue's)
 

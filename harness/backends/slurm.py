@@ -87,6 +87,7 @@ class SlurmBackend(Capabilities):
         Series("fair share per queue", "slurm_account_fairshare"),
         Series("GPUs per node", "slurm_node_gpus")),
         'sum(slurm_queue_jobs{{account="{queue}",state="pending"}})', pods=False)
+    usage_metric = 'sum(slurm_account_gpus_allocated{{account="{queue}"}})'  # the sim's exporter
     controllers = Controllers(("slurmctld",), (), "a site's slurmctld is a system service the harness does not stop",
                               needs=("slurmrestd", "slurmdbd"))
     _rest: SlurmRest | None = None

@@ -15,13 +15,16 @@ from collections.abc import Callable
 import pytest
 
 from harness import backends
+from harness.backends.slurm import SlurmBackend
 from harness.config import RunConfig
 from harness.criteria.governance import cost_attribution as cost
+from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import CRITERION, Held
 from harness.criteria.governance.quota import gpus_over_time
 from harness.criteria.training.queue_fairness import Interval
 from harness.profile import Profile
 from harness.prometheus import Prometheus
+from harness.slurm import AUDIT_GROUP, accounted_gpu_seconds, accounting_records
 from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
@@ -89,9 +92,37 @@ def queue_gpu_hours(prometheus: Prometheus, promql: str, window_s: int, ev: Evid
     return samples[0].value if samples else None
 
 
+def slurm_accounting(profile: Profile, held: list[Held], jobs: list[Submitted], ev: Evidence) -> None:
+    """GPU-hours per Slurm account: the harness's timelines of the run's jobs against slurmdbd's accounting of the
+    same jobs (GPUs allocated x elapsed, whole seconds)."""
+    slurm = backends.ALL["slurm"]
+    assert isinstance(slurm, SlurmBackend)
+    records = accounting_records(slurm.rest(), min(o.created_at.timestamp() for o in jobs))
+    accounted = {o.namespace: 0.0 for o in jobs}
+    for job in jobs:
+        accounted[job.namespace] += accounted_gpu_seconds(records.get(job.name, []))
+    rows, worst = [], 0.0
+    for tenant in profile.tenants:
+        if tenant.namespace not in accounted:
+            continue
+        mine = [h for h in held if h.namespace == tenant.namespace]
+        timelines = sum(h.gpu_seconds for h in mine) / 3600
+        # each run of a job: its start and end polled every 0.25 s by the harness, whole seconds in slurmdbd
+        resolution = cost.combined([h.gpus * 1.0 for h in mine], ends=2) / 3600
+        theirs = accounted[tenant.namespace] / 3600
+        off = cost.beyond_resolution(theirs, timelines, resolution)
+        worst = max(worst, off)
+        rows.append({"account": tenant.queues.get("slurm", ""), "tenant": tenant.name,
+                     "GPU-hours (timelines)": f"{timelines:.4f}", "GPU-hours (slurmdbd)": f"{theirs:.4f} ± "
+                     f"{resolution:.4f}", "disagreement beyond the resolution": f"{off:.1%}"})
+    ev.tables["cost: GPU-hours per Slurm account, timelines against slurmdbd's accounting"] = rows
+    ev.expect("max_tenant_disagreement", round(worst, 4), label="slurmdbd")
+
+
 @pytest.mark.gpupoc_last
 def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prometheus, gpus_held: list[Held],
-                          gpupoc_config: RunConfig, evidence: Callable[[str], Evidence]) -> None:
+                          submitted: list[Submitted], gpupoc_config: RunConfig,
+                          evidence: Callable[[str], Evidence]) -> None:
     ev = evidence(CRITERION.id)
     if not gpus_held:
         pytest.skip("no job of this run held GPUs before this check: cost attribution is computed over the run's "
@@ -101,8 +132,9 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
     poll(lambda: prometheus.instant("min(timestamp(up))"), lambda s: bool(s) and s[0].value > end, SETTLE_S)
     window_s = int(end - start) + 2 * STEP_S
     tenant_of = {t.namespace: t.name for t in queue_model.tenants}
-    api = cost.gpu_hours_by(gpus_held, tenant_of)
-    ksm_by_ns = ksm_gpu_hours(prometheus, list(tenant_of), queue_model.gpu.resource, (start, end), ev, gpus_held)
+    pods = [h for h in gpus_held if h.backend != "slurm"]  # kube-state-metrics sees pods; Slurm's jobs: slurmdbd
+    api = cost.gpu_hours_by(pods, tenant_of)
+    ksm_by_ns = ksm_gpu_hours(prometheus, list(tenant_of), queue_model.gpu.resource, (start, end), ev, pods)
     rows, worst = [], 0.0
     for tenant in queue_model.tenants:
         mine = api.get(tenant.name, 0.0)
@@ -114,12 +146,16 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
                      "disagreement beyond the scrape resolution": f"{off:.1%}"})
     ev.tables["cost: GPU-hours per tenant over the run"] = rows
     ev.expect("max_tenant_disagreement", round(worst, 4))
+    on_slurm = [o for o in submitted if o.group == AUDIT_GROUP]
+    if on_slurm:
+        slurm_accounting(queue_model, [h for h in gpus_held if h.backend == "slurm"], on_slurm, ev)
 
     queue_rows: list[dict[str, str]] = []
     worst_queue: float | None = None
     for system in sorted({backends.ALL[h.backend].queued_by or h.backend for h in gpus_held}):
         usage = backends.ALL[system].queue_usage
-        if usage is None or not usage.promql:
+        promql = usage.promql if usage is not None else backends.ALL[system].usage_metric
+        if not promql:
             continue
         for tenant in queue_model.tenants:
             queue = tenant.queues.get(system)
@@ -132,7 +168,7 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
             # a sampled gauge: each pod's start and end known to a scrape; pods between two scrapes may be missed
             resolution = (cost.combined([h.gpus * STEP_S for h in held], ends=2)
                           + cost.unseen_resolution(held, set(), STEP_S)) / 3600
-            metric = queue_gpu_hours(prometheus, usage.promql.format(queue=queue, resource=queue_model.gpu.resource),
+            metric = queue_gpu_hours(prometheus, promql.format(queue=queue, resource=queue_model.gpu.resource),
                                      window_s, ev)
             off = cost.beyond_resolution(metric or 0.0, mine, resolution)
             worst_queue = max(worst_queue or 0.0, off)

@@ -58,23 +58,33 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
 
 
 def test_the_governance_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slurm: sim_slurm.SlurmLayout) -> None:
-    """Quota (the account's GPU limit), queue isolation (another tenant's account refused at submission), queue
-    classes (a session's high QOS preempts low training) and monitoring (the sim's exporter) pass; borrowing is SKIP (a GrpTRES is a cap, not a quota
+    """Quota (the account's GPU limit), queue and job isolation (another tenant's account refused at submission, its
+    jobs neither readable nor changeable), queue classes (a session's high QOS preempts low training), monitoring
+    (the sim's exporter), audit and cost (slurmdbd's accounting) pass; borrowing is SKIP (a GrpTRES is a cap, not a quota
     that is lent and reclaimed)."""
     result = suite("suites/governance/test_quota.py::test_quota", "suites/governance/test_queue_classes.py",
                    "suites/governance/test_tenant_isolation.py::test_queue_isolation",
                    "suites/governance/test_borrowing_reclaim.py", "suites/governance/test_monitoring_coverage.py",
+                   "suites/governance/test_audit.py", "suites/governance/test_cost_attribution.py",
                    "--backends=slurm", "--run-id=slurm-governance",
                    f"--reports-dir={tmp_path}")
     record = load_record(tmp_path / "slurm-governance" / "record.json")
     outcomes = {(r.criterion, r.outcome) for r in record.results}
     assert outcomes == {("governance.quota", "PASS"), ("governance.queue_classes", "PASS"),
                         ("governance.tenant_isolation", "PASS"), ("governance.monitoring_coverage", "PASS"),
+                        ("governance.audit", "PASS"), ("governance.cost_attribution", "PASS"),
                         ("governance.borrowing_reclaim", "SKIP")}, \
         "\n".join(f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     isolation = next(r for r in record.results if r.criterion == "governance.tenant_isolation")
     tried = next(rows for name, rows in isolation.evidence[0]["tables"].items() if "other tenant's jobs" in name)
     assert len(tried) == 9 and all(row["verdict"] == "as expected" for row in tried), tried
+    cost = next(r for r in record.results if r.criterion == "governance.cost_attribution")
+    accounted = next(rows for name, rows in cost.evidence[0]["tables"].items() if "slurmdbd" in name)
+    assert {row["account"] for row in accounted} == {"team-a", "team-b"}, accounted
+    audit = next(r for r in record.results if r.criterion == "governance.audit")
+    slurm_rows = [row for row in audit.evidence[0]["tables"]["audit: each submitted object and its audit entry"]
+                  if row["object"].startswith("slurm/jobs")]
+    assert slurm_rows and all(row["verdict"] == "as expected" for row in slurm_rows), slurm_rows
     assert any("refused at creation (slurmrestd POST job/submit as team-a-submitter" in n and
                "Invalid account" in n for n in isolation.evidence[0]["notes"]), isolation.evidence
 

@@ -108,3 +108,56 @@ def test_a_failed_poll_is_skipped_within_the_outage_budget() -> None:
     source._seen = {}
     events = [kind for kind, _ in source.watch("0", 2)]
     assert events == ["ADDED"]  # the failed poll was skipped, the next one seen
+
+
+def test_a_pending_job_slurm_could_not_place_has_members_marked_unschedulable() -> None:
+    from harness.criteria.training.gang_admission import unschedulable
+    assert all(unschedulable(m) for m in member_objects(PENDING_JOB, "ns"))  # reason Resources
+    assert not any(unschedulable(m) for m in member_objects({**PENDING_JOB, "state_reason": "None"}, "ns"))
+    assert not any(unschedulable(m) for m in member_objects(RUNNING_JOB, "ns"))
+
+
+def test_a_requeued_job_gets_members_of_a_new_allocation() -> None:
+    first = {m["metadata"]["uid"] for m in member_objects(RUNNING_JOB, "ns")}
+    again = {m["metadata"]["uid"] for m in member_objects({**RUNNING_JOB, "restart_cnt": 1}, "ns")}
+    assert first and again and not first & again
+
+
+def test_refusals_are_told_from_other_errors_whichever_field_names_the_code() -> None:
+    from harness.slurm import REFUSALS, _codes, _errors
+    answer = '{"errors": [{"error_code": 2045, "error": "Invalid account or account/partition combination specified"}]}'
+    assert _codes(answer) == {2045} and _codes(answer) & REFUSALS
+    assert _errors(answer) == "Invalid account or account/partition combination specified (2045)"
+    other = '{"errors": [{"error_number": 2042, "error": "Job is in held state", "description": "pending"}]}'
+    assert _codes(other) == {2042} and not _codes(other) & REFUSALS
+    assert _errors(other) == "Job is in held state (2042): pending"
+    assert _codes("not json") == set()
+
+
+def test_a_member_back_to_pending_stopped_holding_its_gpus() -> None:
+    from harness.timeline import Timeline, Transition
+    from harness.workloads import running_intervals
+    timeline = Timeline()
+    for state, at in (("pending", 1.0), ("running", 2.0), ("pending", 5.0), ("running", 16.0), ("succeeded", 20.0)):
+        timeline.add(Transition("Pod", "job-0", state, at))
+    assert running_intervals(timeline, 30.0) == [("job-0", 2.0, 5.0), ("job-0", 16.0, 20.0)]
+
+
+def test_slurmdbd_records_give_the_submitter_and_the_gpu_seconds_of_every_run() -> None:
+    from datetime import datetime, timezone
+    from harness.criteria.governance.audit import Submitted
+    from harness.slurm import AUDIT_GROUP, accounted_gpu_seconds, accounting_entry
+    gpus = {"type": "gres", "name": "gpu", "count": 8}
+    # as GET /slurmdb/v0.0.38/jobs answered for a job preempted after 1 s and run again for 15 s (fields trimmed)
+    records = [{"job_id": 214, "user": "team-a-submitter", "time": {"submission": 1796154000, "elapsed": 1},
+                "tres": {"allocated": [{"type": "cpu", "count": 1}, gpus, {**gpus, "name": "gpu:h100"}]}},
+               {"job_id": 214, "user": "team-a-submitter", "time": {"submission": 1796154000, "elapsed": 15},
+                "tres": {"allocated": [gpus]}},
+               {"job_id": 214, "user": "team-a-submitter", "time": {"submission": 1796154000, "elapsed": 0},
+                "tres": {"allocated": []}}]
+    assert accounted_gpu_seconds(records) == 8 * 16
+    submitted = Submitted("jobs", AUDIT_GROUP, "poc-team-a", "214",
+                          datetime.fromtimestamp(1796154000.4, timezone.utc), "team-a-submitter")
+    entry = accounting_entry(records, submitted)
+    assert entry is not None and entry.user == "team-a-submitter" and entry.at.timestamp() == 1796154000
+    assert accounting_entry([], submitted) is None
