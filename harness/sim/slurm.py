@@ -41,7 +41,7 @@ BINARIES = ("munged", "mungekey", "mariadbd", "mariadb-install-db", "slurmdbd", 
 CANCEL_WAIT_S = 10.0
 START_NICENESS = 5
 PRIVATE_DATA = "accounts,jobs,usage,users"
-CRED_EXPIRE_S = 10  # a requeued job may start again this long after (default 120 s)
+CRED_EXPIRE_S = 5  # a requeued job may start again this long after (default 120 s; 5 works on 22.05)
 
 
 @dataclass(frozen=True)
