@@ -89,6 +89,15 @@ def test_the_governance_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, sl
                "Invalid account" in n for n in isolation.evidence[0]["notes"]), isolation.evidence
 
 
+def fails_on_slurm(case: str, *said: str, args: tuple[str, ...] = ()) -> str:
+    """Run `case` on Slurm with the model as it is now: it must FAIL, its output saying each of `said`."""
+    result = suite(case, "--backends=slurm", "--queue-model=keep", *args)
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    for text in said:
+        assert text in result.stdout, f"{text!r} not in:\n{result.stdout[-3000:]}"
+    return result.stdout
+
+
 @pytest.fixture()
 def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, sim_api: client.ApiClient) -> Iterator[None]:
     yield
@@ -100,11 +109,9 @@ def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, sim_api: clie
 def test_preemption_fails_on_slurm_when_the_high_qos_cannot_preempt(
         tmp_path: Path, slurm: sim_slurm.SlurmLayout, reference_slurm_model_afterwards: None) -> None:
     sim_slurm.sacctmgr(slurm, "modify", "qos", "where", "name=high", "set", "preempt=")
-    result = suite("suites/training/test_priority_preemption.py", "--backends=slurm", "--queue-model=keep",
-                   f"--profile={profile_variant(tmp_path, short_admit_timeout)}")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert ("training.priority_preemption [slurm]: measured admit_within_s: 40" in result.stdout
-            and "(wanted <= 30 s)" in result.stdout), result.stdout[-3000:]
+    fails_on_slurm("suites/training/test_priority_preemption.py",
+                   "training.priority_preemption [slurm]: measured admit_within_s: 40", "(wanted <= 30 s)",
+                   args=(f"--profile={profile_variant(tmp_path, short_admit_timeout)}",))
 
 
 def test_gang_admission_fails_on_slurm_when_the_gang_is_submitted_as_independent_array_tasks(
@@ -112,22 +119,17 @@ def test_gang_admission_fails_on_slurm_when_the_gang_is_submitted_as_independent
     """One node per array task: Slurm starts each task where a node is free, so 3 of the 4 run while the gang
     cannot fit; one job of 4 nodes never starts partly (the case above)."""
     monkeypatch.setenv(GANG_AS_ARRAY_ENV, "1")
-    result = suite("suites/training/test_gang_admission.py", "--backends=slurm", "--queue-model=keep")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.gang_admission [slurm]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in result.stdout, \
-        result.stdout[-3000:]
+    fails_on_slurm("suites/training/test_gang_admission.py",
+                   "training.gang_admission [slurm]: measured max_partial_pods: 3 pods (wanted <= 0 pods)")
 
 
 def test_failure_recovery_fails_on_slurm_when_jobs_are_not_requeued(slurm: sim_slurm.SlurmLayout,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A job that does not ask to be requeued ends NODE_FAIL when its node fails: nothing recovers."""
     monkeypatch.setenv(NO_REQUEUE_ENV, "1")
-    result = suite("suites/training/test_failure_recovery.py::test_failure_recovery", "--backends=slurm",
-                   "--queue-model=keep")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.failure_recovery [slurm]: measured recover_within_s: nothing measured" in result.stdout, \
-        result.stdout[-3000:]
-    assert "job failed: NodeDown" in result.stdout, result.stdout[-3000:]
+    fails_on_slurm("suites/training/test_failure_recovery.py::test_failure_recovery",
+                   "training.failure_recovery [slurm]: measured recover_within_s: nothing measured",
+                   "job failed: NodeDown")
 
 
 @pytest.fixture()
@@ -151,22 +153,17 @@ def slurmctld_restarts_without_its_state(slurm: sim_slurm.SlurmLayout) -> Iterat
 
 def test_control_plane_recovery_fails_on_slurm_when_slurmctld_restarts_without_its_state(
         tmp_path: Path, slurmctld_restarts_without_its_state: None) -> None:
-    result = suite("suites/training/test_control_plane_recovery.py", "--backends=slurm", "--queue-model=keep",
-                   f"--profile={profile_variant(tmp_path, short_admission)}")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.control_plane_recovery [slurm]: measured resume_within_s: nothing measured" in result.stdout, \
-        result.stdout[-3000:]
-    assert re.search(r"max_jobs_lost: 3", result.stdout), result.stdout[-3000:]
+    fails_on_slurm("suites/training/test_control_plane_recovery.py",
+                   "training.control_plane_recovery [slurm]: measured resume_within_s: nothing measured",
+                   "max_jobs_lost: 3", args=(f"--profile={profile_variant(tmp_path, short_admission)}",))
 
 
 def test_quota_fails_on_slurm_when_the_account_has_no_gpu_limit(
         tmp_path: Path, slurm: sim_slurm.SlurmLayout, reference_slurm_model_afterwards: None) -> None:
     """team-b's account without GrpTRES: its job beyond the limit starts at once."""
     sim_slurm.sacctmgr(slurm, "modify", "account", "where", "name=team-b", "set", "GrpTRES=gres/gpu=-1")
-    result = suite("suites/governance/test_quota.py::test_quota", "--backends=slurm", "--queue-model=keep")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert re.search(r"governance\.quota \[slurm\]: measured max_gpus_over_limit: [1-9]\d* GPUs", result.stdout) \
-        and "held_for_s: 0." in result.stdout, result.stdout[-3000:]
+    out = fails_on_slurm("suites/governance/test_quota.py::test_quota", "held_for_s: 0.")
+    assert re.search(r"governance\.quota \[slurm\]: measured max_gpus_over_limit: [1-9]\d* GPUs", out), out[-3000:]
 
 
 @pytest.fixture()
@@ -182,11 +179,8 @@ def team_a_user_in_team_b_account(slurm: sim_slurm.SlurmLayout) -> Iterator[None
 
 def test_queue_isolation_fails_on_slurm_when_a_user_may_use_the_other_tenants_account(
         slurm: sim_slurm.SlurmLayout, team_a_user_in_team_b_account: None) -> None:
-    result = suite("suites/governance/test_tenant_isolation.py::test_queue_isolation", "--backends=slurm",
-                   "--queue-model=keep")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[queue]: 1 actions" in result.stdout, \
-        result.stdout[-3000:]
+    fails_on_slurm("suites/governance/test_tenant_isolation.py::test_queue_isolation",
+                   "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[queue]: 1 actions")
 
 
 @pytest.fixture()
@@ -205,11 +199,9 @@ def slurm_exporter_without_its_queue_collector(slurm: sim_slurm.SlurmLayout) -> 
 
 def test_monitoring_coverage_fails_on_slurm_naming_the_series_its_exporter_no_longer_exports(
         slurm_exporter_without_its_queue_collector: None) -> None:
-    result = suite("suites/governance/test_monitoring_coverage.py", "--backends=slurm", "--queue-model=keep")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "governance.monitoring_coverage [slurm]: measured max_pending_mismatch: nothing measured" in result.stdout \
-        and "max_missing_series: 3 series" in result.stdout, result.stdout[-3000:]
-    assert "missing: usage per queue: slurm_account_gpus_allocated (missing)" in result.stdout, result.stdout[-3000:]
+    fails_on_slurm("suites/governance/test_monitoring_coverage.py",
+                   "governance.monitoring_coverage [slurm]: measured max_pending_mismatch: nothing measured",
+                   "max_missing_series: 3 series", "missing: usage per queue: slurm_account_gpus_allocated (missing)")
 
 
 @pytest.fixture()
@@ -235,9 +227,6 @@ def reread(slurm: sim_slurm.SlurmLayout) -> None:
 
 def test_tenant_isolation_fails_on_slurm_when_users_read_each_others_jobs(
         slurm_without_private_data: None) -> None:
-    result = suite("suites/governance/test_tenant_isolation.py::test_queue_isolation", "--backends=slurm",
-                   "--queue-model=keep")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[jobs]: 2 actions" in result.stdout, \
-        result.stdout[-3000:]
-    assert "ALLOWED: team-a: slurmrestd: read team-b's job" in result.stdout, result.stdout[-3000:]
+    fails_on_slurm("suites/governance/test_tenant_isolation.py::test_queue_isolation",
+                   "governance.tenant_isolation [slurm]: measured max_cross_tenant_allowed[jobs]: 2 actions",
+                   "ALLOWED: team-a: slurmrestd: read team-b's job")
