@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from harness.backends import Backend, GangJob
 from harness.backends.base import JOBS_COMPLETE, WAIT_HISTOGRAM, WaitHistogram
-from harness.criteria.training.queue_wait import (CRITERION, Buckets, bucket_delta, bucket_quantile, disagreement,
-                                                  summarize)
+from harness.criteria.training.queue_wait import (CRITERION, Buckets, WaitSummary, bucket_delta, bucket_quantile,
+                                                  disagreement, summarize)
 from harness.errors import HarnessError
 from harness.profile import Profile
 from harness.prometheus import Prometheus
@@ -44,6 +44,23 @@ def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: floa
     return found
 
 
+def cross_check(ev: Evidence, histogram: WaitHistogram, key: str, summary: WaitSummary, baseline: dict[str, Buckets],
+                observed: dict[str, Buckets]) -> str:
+    """The scheduler's p95 over this test's admissions (its buckets, after minus before) against the harness's."""
+    delta = bucket_delta(baseline.get(key, {}), observed.get(key, {}))
+    metric = bucket_quantile(0.95, delta)
+    by = f"le, {histogram.queue_label}" if histogram.queue_label else "le"
+    ev.promql.append((f"sum by ({by}) ({histogram.metric}_bucket), before and after the test",
+                      f"{key}: {delta.get(float('inf'), 0):g} admissions in this test, p95 "
+                      f"{'none' if metric is None else f'{metric:.3f}s'}"))
+    if metric is None:
+        raise HarnessError(f"{histogram.metric} observed none of the {summary.count} admissions of queue "
+                           f"{key}: Prometheus is not seeing the scheduler's admissions")
+    bounds = sorted(le for le in delta if le != float("inf"))
+    ev.expect("metric_tolerance_s", round(disagreement(summary.p95_s, metric, bounds), 3), label=key)
+    return f"; scheduler's histogram p95 {metric:.2f}s (its buckets, this test's admissions only)"
+
+
 def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
                     queue_model: Profile, prometheus: Prometheus, evidence: Callable[[str], Evidence]) -> None:
     require(target, backend, JOBS_COMPLETE)
@@ -70,6 +87,7 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
     last_admission = max(t.seen_at for t in tl.transitions if t.state in ("admitted", "running", "bound"))
     observed = ({} if histogram is None or lacking else
                 scraped_after(prometheus, histogram, last_admission, profile.timeouts.metric, required=True))
+    every_wait: list[float] = []
     for tenant in profile.tenants:
         waits = []
         for job in jobs[tenant.name]:
@@ -81,6 +99,7 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
                         if x is not None]
             if submitted is not None and admitted:
                 waits.append(min(admitted) - submitted)
+        every_wait += waits
         queue = tenant.queues.get(backend.name, tenant.name)
         summary = summarize(queue, waits)
         ev.expect("p95_s", round(summary.p95_s, 3), label=queue)
@@ -88,20 +107,13 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
                 "(harness clock: watch events)")
         if histogram is None or lacking:
             ev.not_checked("metric_tolerance_s", lacking or "no wait histogram", label=queue)
-        else:
-            key = queue if histogram.queue_label else "all"
-            delta = bucket_delta(baseline.get(key, {}), observed.get(key, {}))
-            metric = bucket_quantile(0.95, delta)
-            by = f"le, {histogram.queue_label}" if histogram.queue_label else "le"
-            ev.promql.append((f"sum by ({by}) ({histogram.metric}_bucket), before and after the test",
-                              f"{key}: {delta.get(float('inf'), 0):g} admissions in this test, p95 "
-                              f"{'none' if metric is None else f'{metric:.3f}s'}"))
-            if metric is None:
-                raise HarnessError(f"{histogram.metric} observed none of the {summary.count} admissions of queue "
-                                   f"{key}: Prometheus is not seeing the scheduler's admissions")
-            bounds = sorted(le for le in delta if le != float("inf"))
-            ev.expect("metric_tolerance_s", round(disagreement(summary.p95_s, metric, bounds), 3), label=queue)
-            line += f"; scheduler's histogram p95 {metric:.2f}s (its buckets, this test's admissions only)"
+        elif histogram.queue_label:
+            line += cross_check(ev, histogram, queue, summary, baseline, observed)
         ev.note(line)
+    if histogram is not None and not lacking and not histogram.queue_label:
+        # a histogram without a queue label: the harness's waits of every queue against it, once
+        summary = summarize("all", every_wait)
+        ev.note(f"every queue: {summary.count} jobs, p95 {summary.p95_s:.2f}s (harness clock)"
+                + cross_check(ev, histogram, "all", summary, baseline, observed))
     attach_timeline(ev, tl, started)
     ev.verdict()
