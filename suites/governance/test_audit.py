@@ -81,9 +81,11 @@ def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, s
     on_slurm = [o for o in objects if o.group == AUDIT_GROUP]  # slurmdbd's records, not the API server's log
     on_kubernetes = [o for o in objects if o.group != AUDIT_GROUP]
     # the log backend writes each request as it completes: allow the last ones a moment
-    entries = poll(lambda: read_entries(files), lambda read: all(audit.creation_of(o, read) for o in on_kubernetes),
+    entries = poll(lambda: read_entries(files), lambda read: all(audit.creation_of(o, index) for index in
+                                                                  [audit.creations(read)] for o in on_kubernetes),
                    LOG_SETTLE_S)
-    found = {id(o): audit.creation_of(o, entries) for o in on_kubernetes}
+    index = audit.creations(entries)
+    found = {id(o): audit.creation_of(o, index) for o in on_kubernetes}
     if on_slurm:
         slurm = ALL["slurm"]
         assert isinstance(slurm, SlurmBackend)

@@ -68,10 +68,23 @@ def parse_entries(lines: Iterable[str]) -> list[Entry]:
     return found
 
 
-def creation_of(obj: Submitted, entries: list[Entry]) -> Entry | None:
+Creations = dict[tuple[str, str, str, str], list[Entry]]
+
+
+def creations(entries: list[Entry]) -> Creations:
+    """Pure: the entries that created or applied an object (answered 200/201), by (resource, group, namespace,
+    name): one pass over a log of any size, then a look-up per object."""
+    found: Creations = {}
+    for e in entries:
+        if e.verb in ("create", "patch", "update") and e.code in CREATED:
+            found.setdefault((e.resource, e.group, e.namespace, e.name), []).append(e)
+    return found
+
+
+def creation_of(obj: Submitted, entries: list[Entry] | Creations) -> Entry | None:
     """The entry that created `obj`: a create or apply (patch) answered 200/201, closest to its creation."""
-    matches = [e for e in entries if e.verb in ("create", "patch", "update") and e.code in CREATED
-               and (e.resource, e.group, e.namespace, e.name) == (obj.resource, obj.group, obj.namespace, obj.name)]
+    by_object = entries if isinstance(entries, dict) else creations(entries)
+    matches = by_object.get((obj.resource, obj.group, obj.namespace, obj.name), [])
     return min(matches, key=lambda e: abs((e.at - obj.created_at).total_seconds()), default=None)
 
 
