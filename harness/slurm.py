@@ -331,7 +331,7 @@ class SlurmJobs:
         return f"{base}-{self.tag}"
 
     def submit(self, job: GangJob) -> None:
-        account = job.tenant.queues.get("slurm") or self.accounts.get(job.tenant.name)
+        account = self._account(job.tenant)
         if not account:
             raise ConfigError(f"tenant {job.tenant.name} has no slurm account in the profile (tenants[].queues.slurm)")
         gres = f"gpu:{self.rest.site.gpu_type}:{job.gpus_per_pod}" if self.rest.site.gpu_type else \
@@ -409,7 +409,7 @@ class SlurmJobs:
         their_id, own_id = self._ids[theirs.name], self._ids[own.name]
         for job_id in (their_id, own_id):  # in slurmdbd (sent by slurmctld as it goes), so a miss is a refusal
             poll(lambda: self._recorded(job_id), bool, RECORDED_WITHIN_S, poll_s=POLL_S)
-        my_account = me.queues.get("slurm") or self.accounts.get(me.name, "")
+        my_account = self._account(me)
         tries = [(f"read {other.name}'s job {their_id}", REFUSED, "GET", f"job/{their_id}", None, False),
                  (f"read {other.name}'s accounting record of job {their_id}", REFUSED, "GET", f"job/{their_id}",
                   None, True),
@@ -441,9 +441,13 @@ class SlurmJobs:
         for name, start, end in running_intervals(self.timeline, now):
             job = self._jobs.get(name.rsplit("-", 1)[0])
             if job is not None and job.gpus_per_pod:
-                account = job.tenant.queues.get("slurm") or self.accounts.get(job.tenant.name, "")
-                held.append(Held(job.tenant.namespace, name, "slurm", account, job.gpus_per_pod, start, end))
+                held.append(Held(job.tenant.namespace, name, "slurm", self._account(job.tenant), job.gpus_per_pod,
+                                 start, end))
         return held
+
+    def _account(self, tenant: Tenant) -> str:
+        """The account a tenant's job names: its own queue for slurm (a job naming another's), else the profile's."""
+        return tenant.queues.get("slurm") or self.accounts.get(tenant.name, "")
 
     def _recorded(self, job_id: int) -> bool:
         try:
