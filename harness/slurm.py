@@ -45,9 +45,10 @@ HTTP_UNAUTHORIZED = 401
 # and ESLURM_REST_EMPTY_RESULT (what slurmctld and slurmdbd answer for a job PrivateData hides),
 # ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_QOS: not allowed for the user
 REFUSALS = {2002, 2010, 2017, 2045, 2066, 9003}
-OUTAGE_BUDGET_S = 30.0
-RECORDED_WITHIN_S = 10.0
-NOT_PLACED = ("Resources", "Priority")  # a pending job's reasons once the scheduler has tried it  # a submitted job is in slurmdbd's accounting  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
+OUTAGE_BUDGET_S = 30.0  # slurmrestd unreachable this long ends a tracker's watch (an ERROR naming it)
+RECORDED_WITHIN_S = 10.0  # a submitted job is in slurmdbd's accounting
+DBD_SETTLE_S = 30.0  # every job of a run is in slurmdbd's accounting, each run of it ended
+NOT_PLACED = ("Resources", "Priority")  # a pending job's reasons once the scheduler has tried it
 JOB_KIND, MEMBER_KIND = "SlurmJob", "Pod"
 FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
 GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
@@ -541,6 +542,21 @@ def accounting_records(rest: SlurmRest, since: float) -> dict[str, list[dict[str
     for record in rest.request("GET", f"jobs?start_time=now-{ago}", rest.site.admin_user, db=True).get("jobs") or []:
         found.setdefault(str(record.get("job_id")), []).append(record)
     return found
+
+
+def settled_accounting(rest: SlurmRest, jobs: list[Submitted], timeout_s: float = DBD_SETTLE_S
+                       ) -> dict[str, list[dict[str, Any]]]:
+    """slurmdbd's records of `jobs` once each job has one and every run recorded has ended: slurmctld hands its
+    records to slurmdbd through a background agent, seconds late (2-4 s measured on the sim). What is there at the
+    timeout otherwise (a job still missing is the caller's finding)."""
+    since = min(o.created_at.timestamp() for o in jobs)
+    return poll(lambda: accounting_records(rest, since), lambda read: accounting_settled(read, jobs), timeout_s)
+
+
+def accounting_settled(records: dict[str, list[dict[str, Any]]], jobs: list[Submitted]) -> bool:
+    """Pure: every job has a record of its submission, and every run recorded has ended."""
+    return all(accounting_entry(records.get(o.name, []), o) is not None
+               and all((r.get("time") or {}).get("end") for r in records[o.name]) for o in jobs)
 
 
 def accounting_entry(records: list[dict[str, Any]], obj: Submitted) -> Entry | None:

@@ -25,7 +25,7 @@ from harness.profile import Profile
 from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.sim import cluster
-from harness.slurm import AUDIT_GROUP, accounting_entry, accounting_records
+from harness.slurm import AUDIT_GROUP, accounting_entry, settled_accounting
 from harness.target import Target
 from harness.workloads import Workloads
 from suites.training.common import state_is
@@ -89,7 +89,7 @@ def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, s
     if on_slurm:
         slurm = ALL["slurm"]
         assert isinstance(slurm, SlurmBackend)
-        records = accounting_records(slurm.rest(), min(o.created_at.timestamp() for o in on_slurm))
+        records = settled_accounting(slurm.rest(), on_slurm)
         found.update({id(o): accounting_entry(records.get(o.name, []), o) for o in on_slurm})
         ev.note(f"{len(on_slurm)} Slurm jobs looked up in slurmdbd's accounting (the submitting user and time)")
     rows, missing, skews = [], 0, []

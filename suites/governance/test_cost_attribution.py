@@ -24,7 +24,7 @@ from harness.criteria.governance.quota import gpus_over_time
 from harness.criteria.training.queue_fairness import Interval
 from harness.profile import Profile
 from harness.prometheus import Prometheus
-from harness.slurm import AUDIT_GROUP, accounted_gpu_seconds, accounting_records
+from harness.slurm import AUDIT_GROUP, accounted_gpu_seconds, settled_accounting
 from harness.wait import poll
 from harness.record.evidence import Evidence
 from harness.target import Target
@@ -97,7 +97,7 @@ def slurm_accounting(profile: Profile, held: list[Held], jobs: list[Submitted], 
     same jobs (GPUs allocated x elapsed, whole seconds)."""
     slurm = backends.ALL["slurm"]
     assert isinstance(slurm, SlurmBackend)
-    records = accounting_records(slurm.rest(), min(o.created_at.timestamp() for o in jobs))
+    records = settled_accounting(slurm.rest(), jobs)
     accounted = {o.namespace: 0.0 for o in jobs}
     for job in jobs:
         accounted[job.namespace] += accounted_gpu_seconds(records.get(job.name, []))

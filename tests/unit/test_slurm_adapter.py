@@ -161,3 +161,16 @@ def test_slurmdbd_records_give_the_submitter_and_the_gpu_seconds_of_every_run() 
     entry = accounting_entry(records, submitted)
     assert entry is not None and entry.user == "team-a-submitter" and entry.at.timestamp() == 1796154000
     assert accounting_entry([], submitted) is None
+
+
+def test_accounting_is_settled_once_every_job_is_recorded_and_every_run_has_ended() -> None:
+    from datetime import datetime, timezone
+    from harness.criteria.governance.audit import Submitted
+    from harness.slurm import AUDIT_GROUP, accounting_settled
+    job = Submitted("jobs", AUDIT_GROUP, "poc-team-a", "44", datetime.fromtimestamp(1796177448.3, timezone.utc),
+                    "team-a-submitter")
+    # as slurmdbd answered 2 s after submission (not handed over yet), while it ran, and once it had ended
+    ran = {"job_id": 44, "user": "team-a-submitter", "time": {"submission": 1796177448, "end": 0}}
+    assert not accounting_settled({}, [job])
+    assert not accounting_settled({"44": [ran]}, [job])
+    assert accounting_settled({"44": [{**ran, "time": {"submission": 1796177448, "end": 1796177452}}]}, [job])
