@@ -8,10 +8,12 @@ or capability as SKIP with its reason.
 from __future__ import annotations
 
 import functools
+import json
 import signal
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +52,7 @@ DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
 HELD_KEY = pytest.StashKey[list[Held]]()
 SWEEP_TIMEOUT_S = 30.0
+REQUESTS_FILE = "requests.json"
 
 
 def apply_queue_model_if_allowed(target: Target, profile: Profile, slurm: bool = False) -> bool:
@@ -443,8 +446,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             except (client.ApiException, HarnessError, OSError) as exc:
                 session.config.get_terminal_writer().line(f"gpupoc: run lock not released ({exc}); it expires by "
                                                           "itself", yellow=True)
+        write_requests_seen(session.config, target)
         if target.started_sim:
             cluster.down(say=lambda _: None)
+
+
+def write_requests_seen(config: pytest.Config, target: Target) -> None:
+    """requests.json beside the record: what the runner asked of the API server, as RBAC requests (the
+    least-privilege role in manifests/rbac/ is checked against it: `gpupoc rbac --check`)."""
+    paths = config.stash.get(record.PATHS_KEY, None)
+    if paths is not None:
+        Path(paths["json"]).with_name(REQUESTS_FILE).write_text(
+            json.dumps([r.as_dict() for r in target.seam.requests.sorted()], indent=1) + "\n")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

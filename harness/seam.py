@@ -29,6 +29,7 @@ from kubernetes.client import rest
 
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Tenant
+from harness.rbac import Request, impersonation_of, request_of
 
 TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
 CONNECT_TIMEOUT_S = 5.0
@@ -119,11 +120,31 @@ def read_timeout(url: str, default_s: float) -> float:
     return default_s
 
 
+@dataclass
+class RequestsSeen:
+    """What the runner's identity asked of the API server (RBAC attributes, each once): the least-privilege role is
+    derived from it and checked against it. A request made acting as a tenant counts as its impersonation."""
+
+    seen: set[Request] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, method: str, url: str, headers: Any) -> None:
+        acting = (headers or {}).get("Impersonate-User")
+        request = impersonation_of(acting) if acting else request_of(method, url)
+        with self.lock:
+            self.seen.add(request)
+
+    def sorted(self) -> list[Request]:
+        with self.lock:
+            return sorted(self.seen)
+
+
 class SeamTransport:
     """Wraps an ApiClient's RESTClientObject: default timeouts, retries within a budget, outages logged."""
 
-    def __init__(self, inner: Any, log: RetryLog, read_timeout_s: float, budget_s: float) -> None:
-        self.inner, self.log = inner, log
+    def __init__(self, inner: Any, log: RetryLog, read_timeout_s: float, budget_s: float,
+                 seen: RequestsSeen | None = None) -> None:
+        self.inner, self.log, self.seen = inner, log, seen
         self.read_timeout_s, self.budget_s = read_timeout_s, budget_s
 
     def __getattr__(self, name: str) -> Any:
@@ -132,6 +153,8 @@ class SeamTransport:
     def request(self, method: str, url: str, headers: Any = None, body: Any = None, post_params: Any = None,
                 _request_timeout: Any = None) -> Any:
         timeout = _request_timeout or (CONNECT_TIMEOUT_S, read_timeout(url, self.read_timeout_s))
+        if self.seen is not None:
+            self.seen.add(method, url, headers)
         started = time.monotonic()
         first_failure: float | None = None
         retries, cause = 0, ""
@@ -208,12 +231,12 @@ def _path(url: str) -> str:
 
 
 def install(api: client.ApiClient, log: RetryLog, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-            budget_s: float = DEFAULT_RETRY_BUDGET_S) -> client.ApiClient:
+            budget_s: float = DEFAULT_RETRY_BUDGET_S, seen: RequestsSeen | None = None) -> client.ApiClient:
     """Route every request of `api` through the seam (idempotent). urllib3's own retries are turned off, so the
     seam's budget is the only one and every failed attempt is seen."""
     if not isinstance(api.rest_client, SeamTransport):
         api.configuration.retries = False
-        api.rest_client = SeamTransport(rest.RESTClientObject(api.configuration), log, read_timeout_s, budget_s)
+        api.rest_client = SeamTransport(rest.RESTClientObject(api.configuration), log, read_timeout_s, budget_s, seen)
     return api
 
 
@@ -233,17 +256,18 @@ class ClusterSeam:
 
     def __init__(self, api: client.ApiClient, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
                  budget_s: float = DEFAULT_RETRY_BUDGET_S, kubeconfig: Path | None = None) -> None:
-        self.log = RetryLog()
+        self.log, self.requests = RetryLog(), RequestsSeen()
         self.kubeconfig = kubeconfig
         self.read_timeout_s, self.budget_s = read_timeout_s, budget_s
-        self.api = install(api, self.log, read_timeout_s, budget_s)
+        self.api = install(api, self.log, read_timeout_s, budget_s, self.requests)
         self._tenants: dict[str, client.ApiClient] = {}
 
     def as_tenant(self, tenant: Tenant) -> client.ApiClient:
         if tenant.name not in self._tenants:
-            acting = (self._own_context(tenant) if tenant.context
-                      else impersonating(self.api, service_account_user(tenant)))
-            self._tenants[tenant.name] = install(acting, self.log, self.read_timeout_s, self.budget_s)
+            own = tenant.context is not None  # its own credentials: nothing asked of the runner's role
+            acting = self._own_context(tenant) if own else impersonating(self.api, service_account_user(tenant))
+            self._tenants[tenant.name] = install(acting, self.log, self.read_timeout_s, self.budget_s,
+                                                 None if own else self.requests)
         return self._tenants[tenant.name]
 
     def _own_context(self, tenant: Tenant) -> client.ApiClient:

@@ -1,0 +1,160 @@
+"""The runner's least privilege: what the cluster seam asked of the API server, as RBAC requests, and the role
+(manifests/rbac/) that allows exactly that.
+
+`request_of(method, url)` turns a request the seam sent into the RBAC attributes the API server authorizes
+(verb, API group, resource, subresource, namespace, name); `allowed(rules, request)` evaluates RBAC rules the way
+the API server's RBAC authorizer does (verbs, apiGroups, resources incl. "res/sub", resourceNames, nonResourceURLs,
+a Role's rules only in its namespace). `runner_manifests(profile, account)` renders the ClusterRole, one Role per
+tenant namespace, the run lock's Role and their bindings for a ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+from harness.profile import Profile
+
+RBAC_DIR = Path(__file__).resolve().parent.parent / "manifests" / "rbac"
+CLUSTER_FILE, TENANT_FILE, LOCK_FILE = "runner-cluster.yaml", "runner-tenant.yaml", "runner-lock.yaml"
+READ_VERBS = ("get", "list", "watch")
+_ANY = "*"
+
+
+@dataclass(frozen=True, order=True)
+class Request:
+    """One request as the RBAC authorizer sees it (non-resource requests have `path` and no resource)."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    path: str = ""
+
+    def describe(self) -> str:
+        if self.path:
+            return f"{self.verb} {self.path}"
+        what = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        group = f"{self.group}/" if self.group else ""
+        where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
+        named = f" {self.name!r}" if self.name and self.verb == "impersonate" else ""
+        return f"{self.verb} {group}{what}{named}{where}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: v for k, v in self.__dict__.items() if v}
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def request_of(method: str, url: str) -> Request:
+    """Pure: the RBAC attributes of an API request (the API server's RequestInfo, for the paths clients use)."""
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    query = parse_qs(parts.query)
+    if not segments or segments[0] not in ("api", "apis"):
+        return Request(method.lower(), path=parts.path or "/")
+    if segments[0] == "api":
+        group, rest = "", segments[2:]
+    else:
+        if len(segments) < 3:
+            return Request(method.lower(), path=parts.path)  # discovery: /apis, /apis/<group>
+        group, rest = segments[1], segments[3:]
+    if not rest:
+        return Request(method.lower(), path=parts.path)  # discovery of a group version
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    elif rest[0] == "namespaces" and len(rest) == 2:  # the namespace object itself
+        namespace = rest[1]
+    resource, name = rest[0], rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    method = method.upper()
+    if method == "GET":
+        watching = query.get("watch", [""])[0] in ("true", "1")
+        verb = "watch" if watching else ("get" if name else "list")
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return Request(verb, group, resource, subresource, namespace, name)
+
+
+def impersonation_of(user: str) -> Request:
+    """Pure: what acting as `user` asks of RBAC (a ServiceAccount's username names the object impersonated)."""
+    found = re.fullmatch(r"system:serviceaccount:([^:]+):([^:]+)", user)
+    if found:
+        return Request("impersonate", "", "serviceaccounts", "", found.group(1), found.group(2))
+    return Request("impersonate", "", "users", "", "", user)
+
+
+def _matches(values: list[str], value: str) -> bool:
+    return _ANY in values or value in values
+
+
+def rule_allows(rule: dict[str, Any], request: Request) -> bool:
+    """Pure: one PolicyRule against one request."""
+    if not _matches(rule.get("verbs") or [], request.verb):
+        return False
+    if request.path:
+        return any(u == request.path or u == _ANY or (u.endswith("*") and request.path.startswith(u[:-1]))
+                   for u in rule.get("nonResourceURLs") or [])
+    resource = f"{request.resource}/{request.subresource}" if request.subresource else request.resource
+    names = rule.get("resourceNames") or []
+    return (_matches(rule.get("apiGroups") or [], request.group)
+            and (_matches(rule.get("resources") or [], resource) or f"{request.resource}/*" in (rule.get("resources") or []))
+            and (not names or request.name in names))
+
+
+def allowed(documents: list[dict[str, Any]], request: Request) -> bool:
+    """Pure: the request is allowed by a ClusterRole (anywhere) or by a Role in the request's namespace."""
+    for doc in documents:
+        if doc.get("kind") == "ClusterRole" or (doc.get("kind") == "Role" and request.namespace
+                                                 and doc["metadata"].get("namespace") == request.namespace):
+            if any(rule_allows(rule, request) for rule in doc.get("rules") or []):
+                return True
+    return False
+
+
+def outside(documents: list[dict[str, Any]], requests: list[Request]) -> list[Request]:
+    """Pure: the requests the role does not allow, each once."""
+    return sorted({r for r in requests if not allowed(documents, r)})
+
+
+def _load(name: str, values: dict[str, str]) -> list[dict[str, Any]]:
+    text = (RBAC_DIR / name).read_text()
+    for key, value in values.items():
+        text = text.replace("${" + key + "}", value)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | None) -> list[dict[str, Any]]:
+    """The runner's role for ServiceAccount `account` (NAMESPACE/NAME): cluster-wide reads, one Role per tenant
+    namespace (its workloads, impersonating exactly its identity, listing its Secrets to redact their values), the
+    run lock's Lease, and the bindings."""
+    sa_namespace, sa_name = account.split("/", 1)
+    common = {"RUNNER_NAMESPACE": sa_namespace, "RUNNER_NAME": sa_name}
+    docs = _load(CLUSTER_FILE, common)
+    namespaces: dict[str, list[str]] = {}
+    for tenant in profile.tenants:
+        for ns in dict.fromkeys((tenant.namespace, tenant.inference_namespace)):
+            namespaces.setdefault(ns, [])
+        namespaces[tenant.namespace].append(tenant.identity)
+    for ns, identities in namespaces.items():
+        for doc in _load(TENANT_FILE, {**common, "TENANT_NAMESPACE": ns}):
+            for rule in doc.get("rules") or []:
+                if rule.get("verbs") == ["impersonate"]:
+                    rule["resourceNames"] = identities
+            doc["rules"] = [r for r in doc.get("rules") or []
+                            if not (r.get("verbs") == ["impersonate"] and not r.get("resourceNames"))]
+            docs.append(doc)
+    if lock is not None:
+        docs += _load(LOCK_FILE, {**common, "LOCK_NAMESPACE": lock[0], "LOCK_NAME": lock[1]})
+    return docs
