@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# helm and actionlint: the checks of kind/'s charts and .github/'s workflows (tests/suites/test_kind_charts.py,
+# tests/unit/test_workflows.py).
 build: install
-	$(GPUPOC) sim build --with kai
+	$(GPUPOC) sim build --with kai --with helm --with actionlint
 
 # The main job: every suite on every backend on the sim, the acceptance record, outcomes vs suites/expected.yaml.
 poc: build

@@ -31,7 +31,10 @@ PINNED_BUILD_DATE = "2026-01-01T00:00:00Z"
 KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller")
 # kube-proxy runs in the sim's network namespace and routes Services to the model-server stand-ins.
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-OPTIONAL = {"kai": "kai-scheduler"}  # `--with` name -> recipe
+# `--with` name -> recipe. helm and actionlint check kind/ and .github/; the sim itself never runs them.
+OPTIONAL = {"kai": "kai-scheduler", "helm": "helm", "actionlint": "actionlint"}
+HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
+ACTIONLINT_MODULE = "github.com/rhysd/actionlint"
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,17 @@ def kubernetes_ldflags(version: str) -> str:
     return " ".join(["-s -w", *flags])
 
 
+def helm_ldflags(version: str, kubernetes: str) -> str:
+    """Helm's own Makefile stamps: its version, and the Kubernetes version `helm template` renders for by default
+    (here the sim's minor, which is also the client-go minor helm v3.21 is built against)."""
+    major, minor = kubernetes.removeprefix("v").split(".")[:2]
+    flags = [f"-X {HELM_MODULE}/internal/version.version={version}",
+             f"-X {HELM_MODULE}/internal/version.gitTreeState=clean"]
+    flags += [f"-X {HELM_MODULE}/pkg/{pkg}.k8sVersion{part}={value}" for pkg in ("chartutil", "lint/rules")
+              for part, value in (("Major", major), ("Minor", minor))]
+    return " ".join(["-s -w", *flags])
+
+
 def source_hash(directory: Path) -> str:
     """The version of gpupoc's own Go source: a hash of its files (a change rebuilds it)."""
     digest = hashlib.sha256()
@@ -172,6 +186,10 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                tuple(f"{pins.kai_scheduler_module}/cmd/{b.removeprefix('kai-')}" for b in KAI_BINARIES),
                wrapper_go_mod=lambda: plain_wrapper("kai-scheduler", pins.kai_scheduler_module, pins.kai_scheduler,
                                                     log_dir / "kai-scheduler.log"),
+               optional=True),
+        Recipe("helm", pins.helm, ("helm",), (f"{HELM_MODULE}/cmd/helm",),
+               ldflags=helm_ldflags(pins.helm, pins.kubernetes), optional=True),
+        Recipe("actionlint", pins.actionlint, ("actionlint",), (f"{ACTIONLINT_MODULE}/cmd/actionlint",),
                optional=True),
     ]
 

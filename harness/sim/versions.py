@@ -22,6 +22,8 @@ class Pins:
     kube_state_metrics: str
     kai_scheduler: str
     kai_scheduler_module: str
+    helm: str
+    actionlint: str
 
     @property
     def kubernetes_staging(self) -> str:
