@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import uuid
@@ -12,8 +13,8 @@ from typing import NoReturn
 from kubernetes import client
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from harness import cleanup, outcomes, queue_model
-from harness.config import OPTIONS, resolve
+from harness import backends as backend_registry, cleanup, outcomes, preflight, queue_model, rbac
+from harness.config import OPTIONS, RunConfig, resolve
 from harness.errors import ConfigError, HarnessError
 from harness.gpu_probe import probe_node
 from harness.inventory import NodeGpus, cross_check, dcgm_gpus, format_inventory, gpu_inventory
@@ -94,6 +95,17 @@ def parser() -> argparse.ArgumentParser:
                            help="real clusters: run nvidia-smi in a one-GPU probe Pod per GPU node, in this namespace")
     setup = commands.add_parser("setup", help="apply the reference queue model (sim and kind only)")
     _target_flags(setup)
+    preflight_cmd = commands.add_parser("preflight", help="is the cluster ready and may the runner do what the suites "
+                                        "ask? one table; exit 1 on a blocking problem")
+    _target_flags(preflight_cmd)
+    rbac = commands.add_parser("rbac", help="the runner's least-privilege role for a ServiceAccount: print it, "
+                               "apply it (as an admin), or check a run's requests.json against it")
+    _target_flags(rbac)
+    rbac.add_argument("--service-account", default="gpupoc/gpupoc-runner", metavar="NAMESPACE/NAME",
+                      help="the runner's ServiceAccount (default: %(default)s)")
+    rbac.add_argument("--apply", action="store_true", help="create the ServiceAccount and apply the role (server-side)")
+    rbac.add_argument("--check", nargs="+", type=Path, metavar="REQUESTS_JSON",
+                      help="the requests a run made (reports/<run>/requests.json) that the role does not allow")
     clean = commands.add_parser("clean", help="delete what gpupoc runs left behind (never the queue model)")
     _target_flags(clean)
     run_cmd = commands.add_parser("run", help="run the suites (pytest on suites/); extra arguments go to pytest")
@@ -195,10 +207,8 @@ def run_suites(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, got {args.repeat}")
     cfg = resolve({name: getattr(args, name) for name in OPTIONS})  # bad input ends here, before pytest starts
-    if not cfg.apply_queue_model and not (cfg.targets_sim and not cluster.is_up()):  # the run would start the sim
-        missing = missing_references(connect(cfg).api, cfg.profile, cfg.backends)
-        if missing:
-            raise ConfigError(describe_missing(missing))
+    if not (cfg.targets_sim and not cluster.is_up()):  # else the run starts the sim: nothing to ask yet
+        refuse_bad_references(args, cfg, connect(cfg))
     passthrough = [a for a in args.pytest_args if a != "--"]
     options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS
                if getattr(args, name) and name != "run_id"]
@@ -215,6 +225,30 @@ def run_suites(args: argparse.Namespace) -> int:
         reports = Path(args.reports_dir) if args.reports_dir else REPO_ROOT / "reports"
         write_comparison([reports / r / "record.json" for r in run_ids], reports / f"{base}-comparison.html")
     return worst
+
+
+def refuse_bad_references(args: argparse.Namespace, cfg: RunConfig, target: Target) -> None:
+    """What the user named must be there: the profile's namespaces and queues (a cluster's own queue model), the
+    backends named in --backends, a Prometheus at --prometheus-url."""
+    if not cfg.apply_queue_model:
+        missing = missing_references(target.api, cfg.profile, cfg.backends)
+        if missing:
+            raise ConfigError(describe_missing(missing))
+    backends_env, prometheus_env = OPTIONS["backends"][0], OPTIONS["prometheus_url"][0]
+    if args.backends or os.environ.get(backends_env):
+        for name in cfg.backends:
+            reason = backend_registry.ALL[name].unavailable_reason(target.api)
+            if reason:
+                raise ConfigError(f"{'--backends' if args.backends else backends_env} names {name}, which this cluster "
+                                  f"lacks ({reason}); install it, or drop it from the list")
+    if cfg.prometheus_url and target.prometheus_url == cfg.prometheus_url:
+        prometheus = Prometheus(cfg.prometheus_url, budget_s=0.0)
+        reason = prometheus.reachable_reason()
+        if reason:
+            which = "--prometheus-url" if args.prometheus_url else prometheus_env
+            raise ConfigError(f"{which} {prometheus.url} does not answer as Prometheus ({reason}); give the "
+                              "URL of the cluster's Prometheus (and its credentials: GPUPOC_PROMETHEUS_TOKEN_FILE, "
+                              "GPUPOC_PROMETHEUS_USER)")
 
 
 def write_comparison(records: list[Path], out: Path) -> None:
@@ -244,6 +278,13 @@ def run(args: argparse.Namespace) -> int:
         return 1 if leftovers else 0
     if args.command == "run":
         return run_suites(args)
+    if args.command == "preflight":
+        cfg = resolve({n: getattr(args, n) for n in OPTIONS})
+        checks = preflight.run_preflight(connect(cfg), cfg, say=lambda line: print(line, file=sys.stderr))
+        print(preflight.table(checks))
+        return 1 if preflight.blocked(checks) else 0
+    if args.command == "rbac":
+        return rbac_command(args)
     if args.command == "compare":
         write_comparison(args.records, args.output)
         return 0
@@ -276,6 +317,30 @@ def run(args: argparse.Namespace) -> int:
             return 0
         case _:
             return _nodes(args)
+
+
+def rbac_command(args: argparse.Namespace) -> int:
+    if "/" not in args.service_account:
+        raise ConfigError(f"--service-account {args.service_account!r}: give NAMESPACE/NAME")
+    cfg = resolve({n: getattr(args, n) for n in OPTIONS})
+    docs = rbac.runner_manifests(cfg.profile, args.service_account, cfg.run_lock)
+    if args.check:
+        problems = 0
+        for path in args.check:
+            seen = rbac.load_requests(path)
+            beyond = rbac.outside(docs, seen)
+            problems += len(beyond)
+            print(f"{path}: {len(seen)} distinct requests, {len(beyond)} outside the runner's role")
+            for request in beyond:
+                print(f"  outside the role: {request.describe()}")
+        return 1 if problems else 0
+    if args.apply:
+        target = _connect(args)
+        for line in rbac.apply(target.api, args.service_account, docs):
+            print(line)
+        return 0
+    print(rbac.as_yaml(rbac.service_account(args.service_account), docs))
+    return 0
 
 
 def check_designed(path: Path) -> int:

@@ -61,9 +61,15 @@ class RunConfig:
         return self.kubeconfig is None and not in_cluster()
 
 
-def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
+SIM_CONTEXT, IN_CLUSTER_CONTEXT = "gpupoc-sim", "in-cluster"  # the names a target without a kubeconfig goes by
+
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")  # a pod's token and CA
+
+
+def in_cluster(directory: Path | None = None) -> bool:
+    """Running in a pod: the API server's Service in the environment and the pod's ServiceAccount token mounted."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and ((directory or SERVICE_ACCOUNT_DIR) / "token").exists()
 
 
 def _csv(value: str | None) -> tuple[str, ...]:
@@ -123,6 +129,12 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
             which = given["context"] if raw["context"] else "the current context"
             raise ConfigError(f"{which} {raw['context'] or current!r} is not in kubeconfig {kubeconfig}; its contexts: "
                               f"{', '.join(names) or 'none'}")
+    allowed = _csv(raw["allow_destructive"])
+    under_test = ((raw["context"] or current) if kubeconfig is not None
+                  else IN_CLUSTER_CONTEXT if in_cluster() else SIM_CONTEXT)
+    if allowed and under_test not in allowed:
+        raise ConfigError(f"{given['allow_destructive']} names {', '.join(allowed)}, but the context under test is "
+                          f"{under_test}: name that context to allow destructive steps on it, or drop the option")
     if raw["prometheus_url"]:
         url = urlparse(raw["prometheus_url"])
         if url.scheme not in ("http", "https") or not url.netloc:
@@ -139,6 +151,6 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
         wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],
         profile=load_profile(Path(raw["profile"]) if raw["profile"] else DEFAULT_SIM_PROFILE),
-        backends=backends, allow_destructive=_csv(raw["allow_destructive"]), run_id=run_id,
+        backends=backends, allow_destructive=allowed, run_id=run_id,
         reports_dir=Path(raw["reports_dir"]) if raw["reports_dir"] else DEFAULT_REPORTS,
         apply_queue_model=queue_model == "apply")

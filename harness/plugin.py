@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness import backends as backend_registry, criteria
+from harness import backends as backend_registry, criteria, preflight
 from harness.backends import Backend
 from harness.backends.slurm import SlurmBackend
 from harness.slurm import SlurmJobs
@@ -39,6 +39,7 @@ from harness.profile import Profile
 from harness.prometheus import Prometheus
 from harness.safety import destructive_refusal
 from harness.queue_model import apply_queue_model, may_create_queue_model
+from harness.rbac import REQUESTS_FILE
 from harness.sim import cluster
 from harness.target import Target, connect
 from harness.workloads import Workloads
@@ -52,13 +53,13 @@ DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
 HELD_KEY = pytest.StashKey[list[Held]]()
 SWEEP_TIMEOUT_S = 30.0
-REQUESTS_FILE = "requests.json"
 
 
 def apply_queue_model_if_allowed(target: Target, profile: Profile, slurm: bool = False) -> bool:
     if not may_create_queue_model(target):
         return False
-    apply_queue_model(target, profile, say=lambda _: None, slurm=slurm)
+    with target.seam.requests.not_the_runners():  # an admin's set-up, not in the runner's role
+        apply_queue_model(target, profile, say=lambda _: None, slurm=slurm)
     return True
 
 
@@ -102,10 +103,22 @@ def target(pytestconfig: pytest.Config, gpupoc_config: RunConfig) -> Target:
     if TARGET_KEY not in pytestconfig.stash:
         pytestconfig.stash[TARGET_KEY] = found = connect(gpupoc_config)
         take_run_lock(pytestconfig, found, gpupoc_config)
+        preflight_or_exit(pytestconfig, found, gpupoc_config)
         remember_tenant_secrets(pytestconfig, found, gpupoc_config.profile)
         logged = sim_faults if found.kind == "sim" else None
         pytestconfig.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
     return pytestconfig.stash[TARGET_KEY]
+
+
+def preflight_or_exit(config: pytest.Config, target: Target, cfg: RunConfig) -> None:
+    """The preflight's table: its warnings shown, a blocking problem ends the run before any case starts."""
+    checks = preflight.run_preflight(target, cfg)
+    writer = config.get_terminal_writer()
+    if preflight.blocked(checks):
+        pytest.exit(f"gpupoc: the cluster is not ready for this run\n{preflight.table(checks)}", returncode=2)
+    for check in checks:
+        if check.status != preflight.OK:
+            writer.line(f"gpupoc: preflight: {check.line()}", yellow=True)
 
 
 def remember_tenant_secrets(config: pytest.Config, target: Target, profile: Profile) -> None:

@@ -11,21 +11,55 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 from urllib3.util.retry import Retry
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.seam import BACKOFF_S, DEFAULT_RETRY_BUDGET_S, Outage, RetryLog
 
 QUERY_TIMEOUT_S = 10.0
 READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
 _HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3})")  # how prometheus-api-client words a refusal
-TOKEN_ENV = "GPUPOC_PROMETHEUS_TOKEN"  # a bearer token for a Prometheus behind auth; never printed
+# A Prometheus behind auth: a bearer token, or basic auth (a user and its password), each from the environment or
+# from a file the variable names. Never printed; a URL's own user:password@ is taken as basic auth and left out of
+# every message.
+TOKEN_ENV, TOKEN_FILE_ENV = "GPUPOC_PROMETHEUS_TOKEN", "GPUPOC_PROMETHEUS_TOKEN_FILE"
+USER_ENV, PASSWORD_ENV, PASSWORD_FILE_ENV = ("GPUPOC_PROMETHEUS_USER", "GPUPOC_PROMETHEUS_PASSWORD",
+                                             "GPUPOC_PROMETHEUS_PASSWORD_FILE")
+
+
+def _secret(value_env: str, file_env: str, environ: Mapping[str, str]) -> str | None:
+    if environ.get(value_env):
+        return environ[value_env]
+    if environ.get(file_env):
+        try:
+            return Path(environ[file_env]).expanduser().read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{file_env} {environ[file_env]}: cannot read it ({exc.strerror})") from None
+    return None
+
+
+def credentials(url: str, environ: Mapping[str, str] = os.environ
+                ) -> tuple[str, dict[str, str] | None, tuple[str, str] | None]:
+    """(the URL without user:password@, the bearer header, basic auth) of a Prometheus."""
+    parts = urlsplit(url)
+    bare = urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))) \
+        if parts.username and parts.hostname else url
+    token = _secret(TOKEN_ENV, TOKEN_FILE_ENV, environ)
+    user = environ.get(USER_ENV) or (unquote(parts.username) if parts.username else None)
+    password = _secret(PASSWORD_ENV, PASSWORD_FILE_ENV, environ) or (
+        unquote(parts.password) if parts.password else None)
+    if user and password is None:
+        raise ConfigError(f"{USER_ENV} is set without a password: set {PASSWORD_ENV} or {PASSWORD_FILE_ENV}")
+    return bare, ({"Authorization": f"Bearer {token}"} if token else None), ((user, password) if user and password
+                                                                              else None)
 
 
 class PrometheusUnavailable(HarnessError):
@@ -62,13 +96,12 @@ class Prometheus:
 
     def __init__(self, url: str, timeout_s: float = QUERY_TIMEOUT_S, budget_s: float = DEFAULT_RETRY_BUDGET_S,
                  log: RetryLog | None = None) -> None:
-        self.url = url.rstrip("/")
+        bare, headers, auth = credentials(url)
+        self.url = bare.rstrip("/")
         # the client's own retries off (the budget here is the only one); a read timeout, so a frozen Prometheus
         # is an outage, never a hang
-        token = os.environ.get(TOKEN_ENV)
         self._client = PrometheusConnect(url=self.url, disable_ssl=True, retry=Retry(total=0, raise_on_status=False),
-                                         timeout=timeout_s + READ_MARGIN_S,
-                                         headers={"Authorization": f"Bearer {token}"} if token else None)
+                                         timeout=timeout_s + READ_MARGIN_S, headers=headers, auth=auth)
         self._timeout, self._budget_s = timeout_s, budget_s
         self.log = log if log is not None else RetryLog()
 

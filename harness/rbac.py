@@ -10,6 +10,7 @@ tenant namespace, the run lock's Role and their bindings for a ServiceAccount.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from harness.profile import Profile
 
 RBAC_DIR = Path(__file__).resolve().parent.parent / "manifests" / "rbac"
 CLUSTER_FILE, TENANT_FILE, LOCK_FILE = "runner-cluster.yaml", "runner-tenant.yaml", "runner-lock.yaml"
-READ_VERBS = ("get", "list", "watch")
+FIELD_MANAGER = "gpupoc-rbac"
+REQUESTS_FILE = "requests.json"  # beside a run's record: what its runner asked of the API server
 _ANY = "*"
 
 
@@ -158,3 +160,59 @@ def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | Non
     if lock is not None:
         docs += _load(LOCK_FILE, {**common, "LOCK_NAMESPACE": lock[0], "LOCK_NAME": lock[1]})
     return docs
+
+
+def service_account(account: str) -> dict[str, Any]:
+    namespace, name = account.split("/", 1)
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+        "name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "gpupoc"}}}
+
+
+def as_yaml(*parts: dict[str, Any] | list[dict[str, Any]]) -> str:
+    docs = [d for p in parts for d in (p if isinstance(p, list) else [p])]
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in docs)
+
+
+def load_requests(path: Path) -> list[Request]:
+    """A run's requests.json (written beside its record) as requests."""
+    return [Request(**item) for item in json.loads(path.read_text())]
+
+
+def apply(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
+    """Server-side apply of the ServiceAccount (its namespace created when missing) and the role, as an admin."""
+    from kubernetes import client
+    from kubernetes.dynamic import DynamicClient
+    namespace = account.split("/", 1)[0]
+    core = client.CoreV1Api(api)
+    try:
+        core.read_namespace(namespace)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        core.create_namespace({"metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": "gpupoc"}}})
+    dynamic, done = DynamicClient(api), []
+    for doc in [service_account(account), *docs]:
+        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        meta = doc["metadata"]
+        resource.server_side_apply(body=doc, name=meta["name"], namespace=meta.get("namespace"),
+                                   field_manager=FIELD_MANAGER, force_conflicts=True)
+        done.append(f"applied {doc['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}"
+                    f"{meta['name']}")
+    return done
+
+
+def remove(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
+    """Delete the role, its bindings and the ServiceAccount (what `apply` made; the namespace stays)."""
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import NotFoundError
+    dynamic, gone = DynamicClient(api), []
+    for doc in [*docs, service_account(account)]:
+        meta = doc["metadata"]
+        try:
+            dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).delete(
+                name=meta["name"], namespace=meta.get("namespace"))
+        except NotFoundError:
+            continue
+        gone.append(f"deleted {doc['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}"
+                    f"{meta['name']}")
+    return gone

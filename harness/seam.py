@@ -13,11 +13,14 @@ ServiceAccount. Requests made as a tenant go through the same seam.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
+import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from harness.profile import Tenant
 from harness.rbac import Request, impersonation_of, request_of
 
 TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
+HTTP_FORBIDDEN = 403
 CONNECT_TIMEOUT_S = 5.0
 DEFAULT_READ_TIMEOUT_S = 20.0
 DEFAULT_RETRY_BUDGET_S = 30.0
@@ -42,6 +46,28 @@ _WATCH_TIMEOUT = re.compile(r"[?&]timeoutSeconds=(\d+)")
 
 class ApiUnavailable(HarnessError):
     """The API server did not answer within the retry budget: the environment broke (ERROR)."""
+
+
+class PermissionMissing(HarnessError, rest.ApiException):  # type: ignore[misc]
+    """The runner's own identity was refused (403): its role lacks a permission the suites use (ERROR, not FAIL).
+    Still an ApiException with its status, for code that handles a refusal."""
+
+    def __init__(self, response: Any, method: str, url: str) -> None:
+        rest.ApiException.__init__(self, status=response.status, reason=response.reason)
+        self.body = response.read()
+        said = _message_of(self.body) or f"{method} {_path(url)}: {response.reason}"
+        self.message = (f"the runner lacks a permission: {said} (HTTP 403); add it to the runner's role "
+                        f"(`gpupoc rbac`), or run as an identity that has it")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _message_of(body: Any) -> str:
+    try:
+        return str(json.loads(body).get("message", ""))
+    except (TypeError, ValueError, AttributeError):
+        return ""
 
 
 @dataclass
@@ -127,12 +153,22 @@ class RequestsSeen:
 
     seen: set[Request] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    paused: bool = False  # an admin's step on the sim (applying the reference queue model) is not the runner's
 
     def add(self, method: str, url: str, headers: Any) -> None:
         acting = (headers or {}).get("Impersonate-User")
         request = impersonation_of(acting) if acting else request_of(method, url)
         with self.lock:
-            self.seen.add(request)
+            if not self.paused:
+                self.seen.add(request)
+
+    @contextlib.contextmanager
+    def not_the_runners(self) -> Iterator[None]:
+        self.paused = True
+        try:
+            yield
+        finally:
+            self.paused = False
 
     def sorted(self) -> list[Request]:
         with self.lock:
@@ -166,6 +202,7 @@ class SeamTransport:
                                               _request_timeout=timeout)
             except (urllib3.exceptions.HTTPError, OSError) as error:
                 exc = error
+
             status = getattr(response, "status", None)
             failure = transient_cause(exc, status)
             if failure is None and retries and status in (401, 403) and not self._ready(url, headers):
@@ -174,6 +211,8 @@ class SeamTransport:
             if failure is None:
                 if exc is not None:
                     raise exc
+                if status == HTTP_FORBIDDEN and self.seen is not None and "Impersonate-User" not in (headers or {}):
+                    raise PermissionMissing(response, method, url)  # the runner's own request, not a tenant's
                 if first_failure is not None:
                     self.log.add(Outage(_wall(first_failure), time.time(), retries, cause))
                 if status is not None and settled_by_retry(method, status, retries > 0):

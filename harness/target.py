@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import urllib3
 from kubernetes import client, config as kube_config
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from harness.config import RunConfig, in_cluster, kubeconfig_contexts
+from harness import config
+from harness.config import IN_CLUSTER_CONTEXT, SIM_CONTEXT, RunConfig, in_cluster, kubeconfig_contexts
 from harness.errors import ConfigError, HarnessError
 from harness.seam import ClusterSeam
 from harness.sim import cluster
 from harness.sim.config import SimConfig
 
 API_PROBE_TIMEOUT_S = 10
+HTTP_UNAUTHORIZED, HTTP_FORBIDDEN = 401, 403
 
 
 @dataclass(frozen=True)
@@ -41,12 +45,24 @@ def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
         except ConfigException as exc:
             raise ConfigError(f"kubeconfig {cfg.kubeconfig}, context {context}: {exc}") from exc
     if in_cluster():
-        kube_config.load_incluster_config()
-        return "in-cluster", "in-cluster", client.ApiClient(), False
+        return "in-cluster", IN_CLUSTER_CONTEXT, in_cluster_client(), False
     started = not cluster.is_up()
     if started:
         cluster.up(SimConfig(), recover=False)  # never tear down a broken sim another run may be looking at
-    return "sim", "gpupoc-sim", cluster.api_client(), started
+    return "sim", SIM_CONTEXT, cluster.api_client(), started
+
+
+def in_cluster_client(directory: Path | None = None) -> client.ApiClient:
+    """The pod's own identity: its ServiceAccount token (re-read as the kubelet rotates it) and the cluster's CA."""
+    where = directory or config.SERVICE_ACCOUNT_DIR
+    configuration = client.Configuration()
+    try:
+        InClusterConfigLoader(token_filename=str(where / "token"), cert_filename=str(where / "ca.crt"),
+                              try_refresh_token=True).load_and_set(configuration)
+    except ConfigException as exc:
+        raise ConfigError(f"in-cluster: {exc}; the pod needs its ServiceAccount token mounted "
+                          "(automountServiceAccountToken) and KUBERNETES_SERVICE_HOST/PORT") from None
+    return client.ApiClient(configuration)
 
 
 def connect(cfg: RunConfig) -> Target:
@@ -54,7 +70,15 @@ def connect(cfg: RunConfig) -> Target:
     kind, context, api, started = _api_for(cfg)
     try:
         version = client.VersionApi(api).get_code(_request_timeout=API_PROBE_TIMEOUT_S).git_version
-    except (urllib3.exceptions.HTTPError, OSError, client.ApiException) as exc:
+    except client.ApiException as exc:
+        if exc.status in (HTTP_UNAUTHORIZED, HTTP_FORBIDDEN):
+            raise ConfigError(f"API server {api.configuration.host} (context {context}) refuses the credentials: "
+                              f"{exc.status} {exc.reason}; the token or client certificate is wrong or expired: "
+                              "refresh the kubeconfig (or the ServiceAccount's token)") from None
+        raise HarnessError(f"API server {api.configuration.host} (context {context}) answered {exc.status} "
+                           f"{exc.reason} to GET /version; check that the kubeconfig points at a Kubernetes API "
+                           "server") from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise HarnessError(f"API server {api.configuration.host} (context {context}) is unreachable: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
                            "check that the cluster is running and the kubeconfig points at it") from exc

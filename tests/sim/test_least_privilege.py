@@ -1,0 +1,175 @@
+"""Staging mode on the sim playing staging: the runner as a ServiceAccount bound to its least-privilege role
+(manifests/rbac/, `gpupoc rbac`), through a kubeconfig with its token, against the queue model an admin set up
+beforehand (--queue-model keep). One case per mechanism (each training backend's gang, RBAC isolation, a model
+service) and the preflight; outcomes as the admin's run gives them (suites/expected.yaml). A role without one
+verb: the preflight names the missing permission and the run stops, and a request the role refuses is an ERROR
+naming it, not a FAIL. The in-cluster loader, pointed at the ServiceAccount's token and CA, is the same runner.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from harness import config as harness_config, rbac
+from harness.config import resolve
+from harness.outcomes import ERROR, classify, load_expected, unexpected
+from harness.preflight import MISSING, blocked, run_preflight
+from harness.profile import Profile
+from harness.record.model import load_record
+from harness.seam import PermissionMissing
+from harness.sim import cluster
+from harness.sim.paths import REPO_ROOT
+from harness.target import connect, in_cluster_client
+
+ACCOUNT = "gpupoc-lp/gpupoc-runner"
+LOCK = ("default", "gpupoc-run-lock")
+CASES = ("suites/training/test_gang_admission.py", "suites/governance/test_tenant_isolation.py::test_tenant_isolation",
+         "suites/inference/test_cold_start.py::test_cold_start[default]")
+MECHANISMS = "kueue,volcano,kuberay,kai,default"
+TOKEN_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class Runner:
+    kubeconfig: Path
+    token: str
+    docs: list[dict[str, Any]]
+
+
+def runner_kubeconfig(path: Path, server: str, ca: str, token: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gpupoc-runner",
+        "clusters": [{"name": "sim", "cluster": {"server": server, "certificate-authority": ca}}],
+        "users": [{"name": "gpupoc-runner", "user": {"token": token}}],
+        "contexts": [{"name": "gpupoc-runner", "context": {"cluster": "sim", "user": "gpupoc-runner"}}]}))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runner(sim_api: client.ApiClient, queue_model: Profile, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Runner]:
+    """The ServiceAccount and its role, applied by the admin; a token; a kubeconfig with nothing else in it."""
+    docs = rbac.runner_manifests(queue_model, ACCOUNT, LOCK)
+    rbac.apply(sim_api, ACCOUNT, docs)
+    namespace, name = ACCOUNT.split("/")
+    token = client.CoreV1Api(sim_api).create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": TOKEN_SECONDS}}).status.token
+    admin = yaml.safe_load(cluster.layout().kubeconfig.read_text())["clusters"][0]["cluster"]
+    path = runner_kubeconfig(tmp_path_factory.mktemp("runner") / "kubeconfig", admin["server"],
+                             admin["certificate-authority"], token)
+    yield Runner(path, token, docs)
+    rbac.remove(sim_api, ACCOUNT, docs)
+    client.CoreV1Api(sim_api).delete_namespace(namespace)
+
+
+def as_runner(runner: Runner, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args, f"--kubeconfig={runner.kubeconfig}",
+                           "--queue-model=keep", f"--prometheus-url={cluster.prometheus_url()}"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_one_case_per_mechanism_as_the_least_privileged_runner(runner: Runner, tmp_path: Path) -> None:
+    preflight = as_runner(runner, "preflight")
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    assert "permissions the suites use" in preflight.stdout and "MISSING" not in preflight.stdout, preflight.stdout
+    result = as_runner(runner, "run", f"--backends={MECHANISMS}", "--run-id=least-privilege",
+                       f"--reports-dir={tmp_path}", "--", *CASES, "-q", "-p", "no:cacheprovider")
+    record = load_record(tmp_path / "least-privilege" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    ran = {(c, b) for c, b, o in outcomes if o != "SKIP"}
+    assert {("training.gang_admission", b) for b in MECHANISMS.split(",")} | {
+        ("governance.tenant_isolation", "-"), ("inference.cold_start", "default")} <= ran, outcomes
+    seen = rbac.load_requests(tmp_path / "least-privilege" / "requests.json")
+    assert seen and not rbac.outside(runner.docs, seen), [r.describe() for r in rbac.outside(runner.docs, seen)]
+
+
+def runs_suites(requests: Path) -> bool:
+    """The run beside these requests ran suites/ only (not a test's own test body, which may do what it likes)."""
+    record = requests.with_name("record.json")
+    return record.exists() and all(r.nodeid.startswith("suites/") for r in load_record(record).results)
+
+
+@pytest.mark.gpupoc_last
+def test_every_request_of_the_suites_run_in_this_session_is_in_the_role(queue_model: Profile,
+                                                                         tmp_path_factory: pytest.TempPathFactory
+                                                                         ) -> None:
+    """Runs last (see tests/conftest.py): the union of what every suite run of this session asked of the API
+    server (requests.json beside each record) is inside the runner's role; a suite that starts using a verb
+    outside it fails here, naming it."""
+    files = [f for f in tmp_path_factory.getbasetemp().rglob(rbac.REQUESTS_FILE) if runs_suites(f)]
+    if not files:
+        pytest.skip("no suite ran in this session")
+    seen = {r for f in files for r in rbac.load_requests(f)}
+    docs = rbac.runner_manifests(queue_model, ACCOUNT, LOCK)
+    beyond = [r.describe() for r in rbac.outside(docs, sorted(seen))]
+    assert not beyond, f"{len(files)} runs; requests outside manifests/rbac/: " + "; ".join(beyond)
+
+
+def test_a_verb_missing_from_the_role_is_named_by_the_preflight_and_is_an_error(
+        runner: Runner, sim_api: client.ApiClient, queue_model: Profile) -> None:
+    tenant = queue_model.tenants[0].namespace
+    role = client.RbacAuthorizationV1Api(sim_api)
+    original = role.read_namespaced_role("gpupoc-runner", tenant)
+    rules = [r for r in original.rules if "jobs" not in r.resources or r.api_groups != ["batch"]]
+    rules.append(client.V1PolicyRule(api_groups=["batch"], resources=["jobs"],
+                                     verbs=["get", "list", "watch", "update", "patch", "delete"]))  # no create
+    role.patch_namespaced_role("gpupoc-runner", tenant, {"rules": [sim_api.sanitize_for_serialization(r)
+                                                                   for r in rules]})
+    try:
+        preflight = as_runner(runner, "preflight")
+        assert preflight.returncode == 1, preflight.stdout + preflight.stderr
+        assert f"may not create batch/jobs in namespace {tenant}" in preflight.stdout, preflight.stdout
+        assert "blocking problem(s): the run cannot start" in preflight.stdout, preflight.stdout
+        run = as_runner(runner, "run", "--backends=kueue", "--", "suites/training/test_gang_admission.py", "-q")
+        assert run.returncode == 2 and f"may not create batch/jobs in namespace {tenant}" in run.stdout, run.stdout
+        # a request the role refuses, past any preflight: one line naming it, an ERROR (not a FAIL)
+        cfg = resolve({"kubeconfig": str(runner.kubeconfig), "queue_model": "keep"})
+        with pytest.raises(PermissionMissing) as refused:
+            client.BatchV1Api(connect(cfg).api).create_namespaced_job(tenant, {
+                "metadata": {"name": "gpupoc-lp-refused"},
+                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
+        said = str(refused.value)
+        assert "\n" not in said and "cannot create resource \"jobs\" in API group \"batch\"" in said, said
+        assert "gpupoc rbac" in said and classify(refused.value) == ERROR
+    finally:
+        role.replace_namespaced_role("gpupoc-runner", tenant, client.V1Role(
+            metadata=client.V1ObjectMeta(name="gpupoc-runner", namespace=tenant), rules=original.rules))
+
+
+def test_in_cluster_the_runner_is_its_pods_service_account(runner: Runner, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-cluster loader reads the pod's token and CA: here the runner's, written where a pod has them."""
+    admin = yaml.safe_load(cluster.layout().kubeconfig.read_text())["clusters"][0]["cluster"]
+    mounted = tmp_path / "serviceaccount"
+    mounted.mkdir()
+    (mounted / "token").write_text(runner.token)
+    (mounted / "ca.crt").write_text(Path(admin["certificate-authority"]).read_text())
+    host, port = admin["server"].removeprefix("https://").rsplit(":", 1)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
+    monkeypatch.setattr(harness_config, "SERVICE_ACCOUNT_DIR", mounted)
+    cfg = resolve({"queue_model": "keep", "prometheus_url": cluster.prometheus_url()})
+    assert not cfg.targets_sim
+    target = connect(cfg)
+    assert target.kind == "in-cluster" and target.context == "in-cluster"
+    review = client.AuthenticationV1Api(target.api).create_self_subject_review({})
+    assert review.status.user_info.username == "system:serviceaccount:gpupoc-lp:gpupoc-runner"
+    checks = run_preflight(target, cfg)
+    assert not blocked(checks), "\n".join(c.line() for c in checks if c.status == MISSING)
+    assert in_cluster_client(mounted).configuration.host == admin["server"]
+    json.dumps([c.line() for c in checks])  # printable, no secret in it
+    assert all(runner.token not in c.line() for c in checks)
