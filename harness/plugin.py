@@ -250,7 +250,7 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
         finally:  # what the test submitted is cancelled even when slurmrestd cannot be read
             leftovers = jobs.close()
         request.config.stash.setdefault(HELD_KEY, []).extend(jobs.gpus_held(time.time()))
-        record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers)
+        record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers, jobs.samples.as_list())
         return
     submitter = target.seam.as_tenant if queue_model.submit_as == "tenant" else None
     tracked = Workloads(api, backend, gpupoc_config.run_id, request.node.nodeid, queue_model.timeouts.delete,
@@ -262,7 +262,7 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
     leftovers = tracked.close()
     # after close: its pods' watches saw each pod go (a pod still there holds its GPUs until now)
     request.config.stash.setdefault(HELD_KEY, []).extend(tracked.gpus_held(queue_model.gpu.resource, time.time()))
-    record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers)
+    record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers, tracked.samples.as_list())
 
 
 @pytest.fixture()
@@ -409,6 +409,11 @@ def record_outcome(report: pytest.TestReport) -> str | None:
     if report.when == "setup" and not report.passed:
         return "SKIP" if report.skipped else "ERROR"
     return None
+
+
+def pytest_html_report_title(report: Any) -> None:
+    """The page's title names the run and its target (completed with the target's context at the end)."""
+    record.name_report(report)
 
 
 def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],

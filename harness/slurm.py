@@ -33,6 +33,7 @@ from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, Attempt
 from harness.errors import ConfigError, HarnessError, Refused
 from harness.profile import Tenant
+from harness.record.samples import Samples
 from harness.timeline import Timeline
 from harness.tracker import Objects, Tracker
 from harness.wait import as_field, poll
@@ -326,6 +327,7 @@ class SlurmJobs:
         self._jobs: dict[str, GangJob] = {}
         self.created: list[Submitted] = []  # for the audit criterion: slurmdbd must have each, by its submitter
         self._trackers: dict[tuple[str, str], Tracker] = {}
+        self.samples = Samples()  # the job bodies it submitted, one per shape, for the record
 
     # what the suites ask
     def job_name(self, base: str) -> str:
@@ -351,6 +353,7 @@ class SlurmJobs:
             **({"qos": qos_of(job.priority_class)} if job.priority_class else {})}}
         self.jobs(job.tenant.namespace)  # watched from before it exists: its first state is its submission
         self.members(job.tenant.namespace)
+        self.samples.add(body, f"slurmrestd POST job/submit as {job.tenant.identity}", kind="Slurm job")
         answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
         self._ids[job.name] = int(answer["job_id"])
         self._jobs[job.name] = job

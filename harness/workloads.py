@@ -26,6 +26,7 @@ from harness.criteria.governance.tenant_isolation import Attempt
 from harness.seam import service_account_user
 from harness.profile import Tenant
 from harness.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
+from harness.record.samples import Samples
 from harness.timeline import Timeline, Transition
 from harness.jobs import MEMBER_KIND
 from harness.safety import require_ours
@@ -59,6 +60,7 @@ class Workloads:
     _uids: dict[str, set[str]] = field(default_factory=dict)  # namespace -> UIDs of the objects it submitted
     created: list[Submitted] = field(default_factory=list)  # what it submitted, to be found in the audit log
     _jobs: dict[str, GangJob] = field(default_factory=dict)  # name -> the job submitted
+    samples: Samples = field(default_factory=Samples)  # what it submitted, one per shape, for the record
 
     @property
     def selector(self) -> str:
@@ -163,6 +165,8 @@ class Workloads:
         manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
         self._jobs[job.name] = job
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
+        for manifest in manifests:
+            self.samples.add(manifest)
         api = self.submitter(job.tenant) if self.submitter is not None else self.api
         applied = apply_objects(api, manifests)
         self._uids.setdefault(namespace, set()).update(o.metadata.uid for o in applied)
@@ -181,6 +185,8 @@ class Workloads:
         objects = labelled(manifests, self.run_id, self.test)
         self._submitted |= {(m["metadata"].get("namespace", tenant.namespace), m["apiVersion"], m["kind"])
                             for m in objects}
+        for manifest in objects:
+            self.samples.add(manifest)
         api = self.submitter(tenant) if self.submitter is not None else self.api
         return list(apply_objects(api, objects))
 

@@ -18,11 +18,15 @@ from kubernetes import client
 from harness import __version__, backends as backend_registry
 from harness.backends.slurm import SlurmBackend
 from harness.config import RunConfig
+from harness.errors import HarnessError
 from harness.inventory import gpu_inventory
 from harness.record.evidence import Evidence
 from harness.record.model import Record, Result
+from harness.record import operations
+from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.record.redact import environment_secrets, kubeconfig_secrets, known_secrets, redact, redact_text
 from harness.record.render import sections
+from harness.record.verdict import title
 from harness.sim import cluster
 from harness.sim.paths import REPO_ROOT
 from harness.target import Target
@@ -31,6 +35,9 @@ RECORD_KEY = pytest.StashKey[Record]()
 SECRETS_KEY = pytest.StashKey[set[str]]()
 NOT_SECRET_KEYS = ("namespace", "ca.crt")  # a service-account token Secret's namespace is no secret
 PATHS_KEY = pytest.StashKey[dict[str, Path]]()
+# pytest-html's report object, whose title is the page's <title>: its title hook is given no config, so the title
+# is kept here (set at the start from the options, completed at the end with the target the run found)
+_PAGE: dict[str, Any] = {}
 # Deployments of the schedulers on a real cluster: name -> component
 SCHEDULER_DEPLOYMENTS = ("kueue-controller-manager", "volcano-scheduler", "volcano-controllers", "kuberay-operator",
                          "kai-scheduler", "kube-scheduler")
@@ -63,12 +70,21 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
     if not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(paths["junit"])
     profile = cfg.profile
+    where = "sim" if cfg.targets_sim else cfg.context or (cfg.kubeconfig.name if cfg.kubeconfig else "in-cluster")
+    _PAGE["title"] = f"gpupoc run {cfg.run_id} on {where}"
     config.stash[RECORD_KEY] = Record(
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
         runner=(f"Python {platform.python_version()}, pytest {pytest.__version__}, "
                 f"{platform.system()} {platform.machine()}"),
         profile={"name": profile.name, "source": profile.source, "thresholds": profile.thresholds,
                  "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants]})
+
+
+def name_report(report: Any) -> None:
+    """pytest-html's title hook: the page is named by the run and its target, not by its file."""
+    _PAGE["report"] = report
+    if "title" in _PAGE:
+        report.title = _PAGE["title"]
 
 
 def remember_secrets(config: pytest.Config, core: client.CoreV1Api, namespace: str) -> None:
@@ -148,14 +164,17 @@ def _message(report: pytest.TestReport) -> str:
     return str(crash.message) if crash is not None else str(report.longrepr)[-2000:]
 
 
-def amend_result(config: pytest.Config, nodeid: str, diagnostics: list[str], leftovers: list[str]) -> None:
-    """After teardown: what the test's cleanup found (events and logs of a failed test, objects left behind)."""
+def amend_result(config: pytest.Config, nodeid: str, diagnostics: list[str], leftovers: list[str],
+                 samples: list[dict[str, Any]] | None = None) -> None:
+    """After teardown: what the test's cleanup found (events and logs of a failed test, objects left behind), and
+    the task samples (what it submitted, one per shape)."""
     record = config.stash.get(RECORD_KEY, None)
     if record is None:
         return
     for result in record.results:
         if result.nodeid == nodeid:
             result.leftovers += leftovers
+            result.samples += samples or []
             if diagnostics and result.evidence:
                 result.evidence[0]["diagnostics"] = result.evidence[0].get("diagnostics", []) + diagnostics
             elif diagnostics:
@@ -190,6 +209,66 @@ def describe_environment(record: Record, target: Target | None) -> None:
     slurm = backend_registry.ALL.get("slurm")
     if isinstance(slurm, SlurmBackend) and slurm.site() is not None:
         record.slurm = slurm.describe(simulated=target.kind == "sim")
+    try:
+        record.operations = describe_operations(record, target)
+    except (client.ApiException, HarnessError, OSError) as exc:  # the rest of the record stands without it
+        record.operations = {"-": {"error": f"operations not described: {exc}"}}
+
+
+def describe_operations(record: Record, target: Target) -> dict[str, dict[str, Any]]:
+    """Per backend of the run: components and versions, CRDs and webhooks, CPU and memory over the run."""
+    names = sorted({r.backend for r in record.results if r.backend in backend_registry.ALL})
+    crds = [(c.spec.group, c.spec.names.kind) for c in
+            client.ApiextensionsV1Api(target.api).list_custom_resource_definition().items]
+    hooks = webhook_configurations(target.api)
+    window_s = (datetime.now(timezone.utc) - datetime.fromisoformat(record.started_at)).total_seconds()
+    usage, usage_error = process_usage(target, window_s)
+    found: dict[str, dict[str, Any]] = {}
+    for name in names:
+        controllers = backend_registry.ALL[name].controllers
+        processes = tuple(dict.fromkeys((*controllers.sim, *controllers.needs))) if controllers else ()
+        deployments = controllers.deployments if controllers else ()
+        parts = operations.components(processes, deployments, record.schedulers, target.kind == "sim")
+        found[name] = {"components": parts, "crds": operations.crds_by_group(crds, name),
+                       "webhooks": operations.webhooks_of(hooks, name), "window_s": round(window_s, 1),
+                       "usage": operations.usage_rows([p["name"] for p in parts], usage, window_s),
+                       "usage_error": usage_error}
+    return found
+
+
+def webhook_configurations(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every admission webhook configuration: kind, name, and each hook with what it calls (a Service or a URL)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    found = []
+    for kind, items in (("ValidatingWebhookConfiguration", admission.list_validating_webhook_configuration().items),
+                        ("MutatingWebhookConfiguration", admission.list_mutating_webhook_configuration().items)):
+        for config in items:
+            hooks = [{"name": h.name, "calls": _calls(h.client_config)} for h in config.webhooks or []]
+            found.append({"kind": kind, "name": config.metadata.name, "hooks": hooks})
+    return found
+
+
+def _calls(config: Any) -> str:
+    service = getattr(config, "service", None)
+    if service is not None:
+        return f"service {service.namespace}/{service.name}"
+    return str(getattr(config, "url", "") or "").split("?")[0]
+
+
+def process_usage(target: Target, window_s: float) -> tuple[dict[str, operations.Usage], str]:
+    """CPU seconds and peak memory of every scrape job over the run, and why not when they cannot be read."""
+    if not target.prometheus_url:
+        return {}, "no Prometheus for this target"
+    if window_s < operations.MIN_WINDOW_S:
+        return {}, f"the run lasted {window_s:.0f}s: too short for rates over Prometheus's scrapes"
+    prom = Prometheus(target.prometheus_url, budget_s=target.seam.budget_s, log=target.seam.log)
+    window = int(window_s)
+    try:
+        cpu = prom.instant(operations.CPU_QUERY.format(window=window))
+        memory = prom.instant(operations.MEMORY_QUERY.format(window=window))
+    except PrometheusUnavailable as exc:
+        return {}, str(exc)
+    return operations.usage_by_job([(s.labels, s.value) for s in cpu], [(s.labels, s.value) for s in memory]), ""
 
 
 def scheduler_versions(target: Target) -> list[dict[str, str]]:
@@ -220,6 +299,10 @@ def finish(session: pytest.Session, target: Target | None) -> None:
     redacted = Record(**{**asdict(record), "results": []})
     redacted.results = [Result(**redact(asdict(r), secrets)) for r in record.results]
     redacted.target, redacted.profile = redact(redacted.target, secrets), redact(redacted.profile, secrets)
+    redacted.operations = redact(redacted.operations, secrets)
+    _PAGE["title"] = title(redacted)
+    if "report" in _PAGE:
+        _PAGE["report"].title = _PAGE["title"]
     session.config.stash[RECORD_KEY] = redacted
     redacted.write(session.config.stash[PATHS_KEY]["json"])
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from harness.errors import ConfigError
 
-SCHEMA_VERSION = 2  # 2: evidence has chart specs, series per chart, checks that were not checked
+SCHEMA_VERSION = 3  # 3: task samples per result, an operations table per backend
+READABLE_VERSIONS = (2, 3)  # 2: evidence has chart specs, series per chart, checks that were not checked
 OUTCOMES = ("PASS", "FAIL", "ERROR", "SKIP", "UNFINISHED")
 
 
@@ -23,6 +24,7 @@ class Result:
     duration_s: float = 0.0
     evidence: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)  # what it submitted: one per shape (record.samples)
 
     @property
     def cell_id(self) -> str:
@@ -44,6 +46,7 @@ class Record:
     finished_at: str = ""
     interrupted: bool = False
     runner: str = ""  # Python, pytest and the platform the run ran on
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> record.operations.Operations
     schema_version: int = SCHEMA_VERSION
 
     def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:
@@ -74,8 +77,9 @@ def load_record(path: Path) -> Record:
     except ValueError as exc:
         raise ConfigError(f"{path}: not JSON ({exc}); give the record.json of a run") from exc
     version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:
-        raise ConfigError(f"{path}: not a gpupoc record of schema {SCHEMA_VERSION} (schema_version: {version}); "
+    if version not in READABLE_VERSIONS:
+        raise ConfigError(f"{path}: not a gpupoc record of schema {'/'.join(map(str, READABLE_VERSIONS))} "
+                          f"(schema_version: {version}); "
                           "give the record.json of a run of this gpupoc")
     try:
         results = [Result(**r) for r in data.pop("results")]

@@ -1,20 +1,22 @@
-"""The HTML view of a Record: environment, GPU inventory, matrix and evidence (inline CSS and SVG)."""
+"""The HTML view of a Record: verdict, environment, GPU inventory, matrix, operations per backend and evidence with
+its task samples (inline CSS and SVG)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
 import jinja2
+import yaml
 
 from harness.record.charts import evidence_charts
 from harness.record.model import Record, Result
+from harness.record.operations import failure_signs
+from harness.record.verdict import SEVERITY, environment_line, verdicts, worst
 
+__all__ = ["SEVERITY", "worst", "short", "label", "sections"]
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           autoescape=True, undefined=jinja2.StrictUndefined)
-SEVERITY = {"ERROR": 4, "FAIL": 3, "UNFINISHED": 2, "PASS": 1, "SKIP": 0}
-
-
-def worst(cell: list[Result]) -> str:
-    return max((r.outcome for r in cell), key=lambda o: SEVERITY[o], default="SKIP")
 
 
 def short(result: Result) -> str:
@@ -34,9 +36,14 @@ def label(result: Result) -> str:
     return result.outcome
 
 
+def as_yaml(manifest: dict[str, Any]) -> str:
+    return yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
+
+
 def sections(record: Record) -> str:
     criteria, backends, cells = record.matrix()
     template = _ENV.get_template("sections.html.j2")
+    signs = {b: failure_signs([r for r in record.results if r.backend == b]) for b in backends}
     return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
-                           label=label,
-                           charts=lambda e: evidence_charts(e))
+                           label=label, verdicts=verdicts(record), environment=environment_line(record),
+                           signs=signs, as_yaml=as_yaml, charts=lambda e: evidence_charts(e))
