@@ -38,6 +38,8 @@ OPTIONS: dict[str, tuple[str, str]] = {
                  f"(default {DEFAULT_LOCK}), or 'off'"),
     "wait_lock": ("GPUPOC_WAIT_LOCK", "seconds to wait for another run's lock on the cluster (default 0: refuse at "
                   "once)"),
+    "progress": ("GPUPOC_PROGRESS", "on (default): each case as it starts, and what a long wait waits for and "
+                 "last saw; off: quiet (CI)"),
 }
 QUEUE_MODEL_CHOICES = ("apply", "keep")
 
@@ -55,6 +57,7 @@ class RunConfig:
     apply_queue_model: bool = True
     run_lock: tuple[str, str] | None = None  # (namespace, name) of the run lock's Lease; None: no lock
     wait_lock_s: float = 0.0
+    progress: bool = True
 
     @property
     def targets_sim(self) -> bool:
@@ -146,7 +149,11 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     queue_model = raw["queue_model"] or "apply"
     if queue_model not in QUEUE_MODEL_CHOICES:
         raise ConfigError(f"{given['queue_model']} {queue_model!r}: choose from {', '.join(QUEUE_MODEL_CHOICES)}")
+    shown = (raw["progress"] or "on").lower()
+    if shown not in ("on", "off"):
+        raise ConfigError(f"{given['progress']} {raw['progress']!r}: choose from on, off")
     return RunConfig(
+        progress=shown == "on",
         run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK, given["run_lock"]),
         wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness import backends as backend_registry, criteria, preflight
+from harness import backends as backend_registry, criteria, preflight, progress
 from harness.backends import Backend
 from harness.backends.slurm import SlurmBackend
 from harness.slurm import SlurmJobs
@@ -86,6 +86,27 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(f"gpupoc: {exc}") from exc
     record.start(config, config.stash[CONFIG_KEY])
+    if config.stash[CONFIG_KEY].progress:
+        progress.enable(functools.partial(_say_live, config))
+
+
+def _say_live(config: pytest.Config, line: str) -> None:
+    """A progress line on the terminal now, not in a test's captured output."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    writer = config.get_terminal_writer()
+    if capture is None:
+        writer.line(line)
+        return
+    with capture.global_and_fixture_disabled():
+        writer.line(line)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if not item.nodeid.startswith("suites/"):
+        return  # the project's own tests: pytest's own progress is enough
+    params = getattr(item, "callspec", None)
+    progress.case_started(record.criterion_of(item), str(params.params.get("backend", "-")) if params else "-",
+                          item.nodeid)
 
 
 def run_config(config: pytest.Config) -> RunConfig:

@@ -137,6 +137,13 @@ class Prometheus:
         self.log.add(Outage(time.time() - (time.monotonic() - started), time.time(), retries, cause, bridged,
                             what="Prometheus"))
 
+    def metric_names(self) -> set[str]:
+        """Every metric name Prometheus holds (scraped within its retention), in one request."""
+        try:
+            return set(self._client.all_metrics())
+        except (requests.RequestException, PrometheusApiClientException, ValueError) as exc:
+            raise PrometheusUnavailable(f"Prometheus at {self.url} did not list its metric names: {exc}") from exc
+
     def instant(self, promql: str) -> list[Sample]:
         result = self._ask(promql, self._client.custom_query)
         return [Sample(r["metric"], float(r["value"][1]), float(r["value"][0])) for r in result]

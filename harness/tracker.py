@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from harness import progress
 from harness.errors import HarnessError, WaitTimeout
 from harness.timeline import Timeline, Transition
 from harness.wait import RELIST, SYNCED, ApiSource, Source, WaitFailed, events
@@ -107,11 +108,14 @@ class Tracker:
         `until()` (nothing left to observe: the worst that can happen has happened), asked at each event and,
         for a condition that also depends on time, every `recheck_s`."""
         deadline = time.monotonic() + seconds
+        where = self._kwargs.get("namespace", "all namespaces")
+        waiting = progress.Waiting(f"observing {self.kind} in {where}", seconds)
         with self._changed:
             while (remaining := deadline - time.monotonic()) > 0 and not until():
                 if self.error is not None:
                     raise HarnessError(f"the watch on {self.kind} broke: {self.error}") from self.error
-                self._changed.wait(min(remaining, recheck_s) if recheck_s else remaining)
+                waiting.tick(lambda: self._tally(self.objects))
+                self._changed.wait(min(remaining, recheck_s or remaining, waiting.until_next()))
 
     def wait_until(self, what: str, done: Callable[[Objects], bool], timeout_s: float,
                    failed: Callable[[Objects], str | None] = lambda _: None,
@@ -120,6 +124,7 @@ class Tracker:
         summary = describe or (lambda objs: ", ".join(f"{n}={self._describe(o)}" for n, o in sorted(objs.items()))
                                or "no objects")
         deadline = time.monotonic() + timeout_s
+        waiting = progress.Waiting(what, timeout_s)
         with self._changed:
             while True:
                 if self.error is not None:
@@ -133,4 +138,8 @@ class Tracker:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise WaitTimeout(f"{what}: not done after {timeout_s:.0f}s; last: {summary(self.objects)}")
-                self._changed.wait(remaining)
+                waiting.tick(lambda: self._tally(self.objects) if describe is None else summary(self.objects))
+                self._changed.wait(min(remaining, waiting.until_next()))
+
+    def _tally(self, objects: Objects) -> str:
+        return progress.tally([self._describe(o) for o in objects.values()], self.kind.lower())

@@ -173,3 +173,20 @@ def test_in_cluster_the_runner_is_its_pods_service_account(runner: Runner, tmp_p
     assert in_cluster_client(mounted).configuration.host == admin["server"]
     json.dumps([c.line() for c in checks])  # printable, no secret in it
     assert all(runner.token not in c.line() for c in checks)
+
+
+def test_the_in_cluster_manifests_pass_a_server_side_dry_run(runner: Runner, sim_api: client.ApiClient) -> None:
+    """manifests/in-cluster/ as the API server would take them (in the runner's namespace here; nothing stays)."""
+    from kubernetes.dynamic import DynamicClient
+    dynamic, namespace = DynamicClient(sim_api), ACCOUNT.split("/")[0]
+    docs = [d for f in sorted((REPO_ROOT / "manifests" / "in-cluster").glob("*.yaml"))
+            for d in yaml.safe_load_all(f.read_text()) if d]
+    assert {d["kind"] for d in docs} == {"Namespace", "ServiceAccount", "ConfigMap", "PersistentVolumeClaim", "Job"}
+    job = next(d for d in docs if d["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "gpupoc-runner"
+    for doc in docs:
+        if doc["kind"] != "Namespace":
+            doc["metadata"]["namespace"] = namespace
+        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        resource.server_side_apply(body=doc, name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"),
+                                   field_manager="gpupoc-test", dry_run="All")

@@ -1,0 +1,17 @@
+# The harness as an image, for the in-cluster Job (manifests/in-cluster/). Not built on this project's machines
+# (no container runtime); build it where you have one:  docker build -t <registry>/gpupoc:<tag> .
+# It holds the harness, the suites, the manifests and the profiles; the record is written to /reports.
+FROM python:3.11-slim
+WORKDIR /opt/gpupoc
+COPY pyproject.toml conftest.py ./
+COPY harness/ harness/
+COPY suites/ suites/
+COPY manifests/ manifests/
+COPY profiles/ profiles/
+RUN pip install --no-cache-dir . \
+    && useradd --uid 10001 --no-create-home gpupoc \
+    && mkdir /reports && chown gpupoc /reports
+USER 10001
+ENV GPUPOC_REPORTS_DIR=/reports
+ENTRYPOINT ["python", "-m", "harness.cli"]
+CMD ["run", "--queue-model", "keep"]
