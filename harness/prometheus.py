@@ -90,6 +90,23 @@ def transient(exc: BaseException) -> str | None:
     return None
 
 
+def refusal(exc: BaseException) -> str:
+    """Pure: a refused query in a few words: its HTTP status and what the body says (an HTML page, a login form:
+    not a Prometheus API), never the whole body."""
+    text = str(exc)
+    status = _HTTP_STATUS.search(text)
+    if status is None:
+        return text[:200]
+    code = int(status.group(1))
+    if code in (401, 403):
+        return f"HTTP {code}: Prometheus refuses the credentials (GPUPOC_PROMETHEUS_TOKEN_FILE, GPUPOC_PROMETHEUS_USER)"
+    body = text[status.end():]
+    said = re.search(r'"error"\s*:\s*"([^"]{1,160})', body)
+    if said:
+        return f"HTTP {code}: {said.group(1)}"
+    return f"HTTP {code}" + (": an HTML page, not the Prometheus API" if "<html" in body.lower() else "")
+
+
 class Prometheus:
     """Queries with a timeout each; a Prometheus that cannot be reached is retried within `budget_s` (the
     cluster seam's retry budget), the outage noted in `log` like the API server's, then PrometheusUnavailable."""
@@ -114,7 +131,8 @@ class Prometheus:
             except (requests.ConnectionError, requests.Timeout, PrometheusApiClientException) as exc:
                 cause = transient(exc)
                 if cause is None:
-                    raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {exc}") from exc
+                    raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: "
+                                                f"{refusal(exc)}") from exc
                 waited = time.monotonic() - started
                 if not self._budget_s:  # asked once (the reachability check): no retry to report
                     raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {cause}; "

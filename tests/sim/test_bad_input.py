@@ -4,6 +4,8 @@ exit status 2, no traceback, and nothing created in the cluster. (The sim's own 
 
 from __future__ import annotations
 
+import http.server
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +65,13 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [  # id, argv, environ
     ("context unknown", ["run", "--kubeconfig", "{sim_kubeconfig}", "--context", "staging"], {},
      "'staging' is not in kubeconfig"),
     ("prometheus url", ["run", "--prometheus-url", "prometheus:9090"], {}, "give an http(s) URL"),
+    ("prometheus not prometheus", ["run", "--prometheus-url", "{not_prometheus}"], {},
+     "does not answer as Prometheus"),
+    ("credentials refused", ["run", "--kubeconfig", "{refused_kubeconfig}"], {}, "refuses the credentials: 401"),
+    ("destructive elsewhere", ["run", "--allow-destructive", "staging-1"], {},
+     "names staging-1, but the context under test is gpupoc-sim"),
+    ("backend not installed", ["run", "--backends", "kai"], {"GPUPOC_TEST_HIDE": "kai"}, "names kai, which this "
+     "cluster lacks"),
     ("run id", ["run", "--run-id", "my run!"], {}, "letters, digits and '-' only"),
     ("queue model", ["run", "--queue-model", "maybe"], {}, "choose from apply, keep"),
     ("wait lock", ["run"], {"GPUPOC_WAIT_LOCK": "soon"}, "GPUPOC_WAIT_LOCK 'soon': give a number of seconds"),
@@ -79,6 +88,27 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [  # id, argv, environ
 ]
 
 
+def refused_kubeconfig(tmp_path: Path) -> str:
+    """The sim's kubeconfig with a token the API server does not know."""
+    data = yaml.safe_load(cluster.layout().kubeconfig.read_text())
+    data["users"][0]["user"] = {"token": "not-a-token-the-api-server-knows"}
+    path = tmp_path / "refused.kubeconfig"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def not_prometheus(request: pytest.FixtureRequest) -> str:
+    """An HTTP server on 127.0.0.1 that is not Prometheus (404 for every path), for this test only."""
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    request.addfinalizer(server.shutdown)
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
 def ours(api: client.ApiClient) -> list[str]:
     return sorted(n.metadata.name for n in client.CoreV1Api(api).list_namespace(
         label_selector=f"{MANAGED_LABEL}={MANAGER}").items)
@@ -88,13 +118,20 @@ def ours(api: client.ApiClient) -> list[str]:
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(argv: list[str], env: dict[str, str], says: str,
                                                           tmp_path: Path, sim_api: client.ApiClient,
                                                           monkeypatch: pytest.MonkeyPatch,
-                                                          capfd: pytest.CaptureFixture[str]) -> None:
+                                                          capfd: pytest.CaptureFixture[str],
+                                                          request: pytest.FixtureRequest) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     changes = {"{unknown_field}": unknown_field, "{threshold_not_a_number}": threshold_not_a_number,
                "{missing_namespace}": missing_namespace, "{missing_queue}": missing_queue}
-    argv = [profile_with(tmp_path, changes[a]) if a in changes else
-            str(cluster.layout().kubeconfig) if a == "{sim_kubeconfig}" else a for a in argv]
+    places = {"{sim_kubeconfig}": lambda: str(cluster.layout().kubeconfig),
+              "{refused_kubeconfig}": lambda: refused_kubeconfig(tmp_path),
+              "{not_prometheus}": lambda: not_prometheus(request)}
+    argv = [profile_with(tmp_path, changes[a]) if a in changes else places[a]() if a in places else a for a in argv]
+    if env.get("GPUPOC_TEST_HIDE"):  # a backend this cluster lacks: its CRDs not served (as on a cluster without it)
+        from harness import backends
+        monkeypatch.setattr(backends.ALL[env["GPUPOC_TEST_HIDE"]], "unavailable_reason",
+                            lambda api: "kai: CRD podgroups.scheduling.run.ai not served")
     before = ours(sim_api)
     try:
         code = main(argv)

@@ -134,3 +134,12 @@ def test_prometheus_credentials_come_from_files_or_the_url_and_leave_the_url_cle
         credentials("http://127.0.0.1:9090", {"GPUPOC_PROMETHEUS_USER": "ops"})
     with pytest.raises(ConfigError, match="cannot read it"):
         credentials("http://127.0.0.1:9090", {"GPUPOC_PROMETHEUS_TOKEN_FILE": str(tmp_path / "absent")})
+
+
+def test_a_refusing_prometheus_is_said_in_a_few_words() -> None:
+    from harness.prometheus import refusal
+    html = Exception("HTTP Status Code 501 (b'<!DOCTYPE HTML>\\n<html lang=\"en\"><head>...</html>')")
+    assert refusal(html) == "HTTP 501: an HTML page, not the Prometheus API"
+    bad = Exception('HTTP Status Code 400 (b\'{"status":"error","errorType":"bad_data","error":"parse error"}\')')
+    assert refusal(bad) == "HTTP 400: parse error"
+    assert "refuses the credentials" in refusal(Exception("HTTP Status Code 401 (b'Unauthorized')"))
