@@ -20,6 +20,7 @@ from harness.gpu_probe import probe_node
 from harness.inventory import NodeGpus, cross_check, dcgm_gpus, format_inventory, gpu_inventory
 from harness.prometheus import Prometheus, PrometheusUnavailable
 from harness.record.compare import compare
+from harness.record.trend import write_trend
 from harness.references import describe_missing, missing_references
 from harness.runlock import live_holder
 from harness.record.model import load_record
@@ -115,6 +116,10 @@ def parser() -> argparse.ArgumentParser:
     compare_cmd = commands.add_parser("compare", help="compare runs: one HTML page from several record.json")
     compare_cmd.add_argument("records", nargs="+", type=Path)
     compare_cmd.add_argument("--output", type=Path, default=REPO_ROOT / "reports" / "comparison.html")
+    trend_cmd = commands.add_parser("trend", help="measured values of each criterion x backend over runs, thresholds "
+                                    "drawn in, what changed between the last two: one offline HTML page")
+    trend_cmd.add_argument("records", nargs="+", type=Path, help="record.json of each run (any order)")
+    trend_cmd.add_argument("--output", type=Path, default=REPO_ROOT / "reports" / "trend.html")
     designed = commands.add_parser("check-designed", help="compare a run's outcomes with the reference sim's "
                                    "designed outcomes (suites/expected.yaml); exit 1 on any difference")
     designed.add_argument("record", type=Path)
@@ -285,6 +290,9 @@ def run(args: argparse.Namespace) -> int:
         return 1 if preflight.blocked(checks) else 0
     if args.command == "rbac":
         return rbac_command(args)
+    if args.command == "trend":
+        print(f"gpupoc: trend of {len(args.records)} runs written to {write_trend(args.records, args.output)}")
+        return 0
     if args.command == "compare":
         write_comparison(args.records, args.output)
         return 0

@@ -135,6 +135,7 @@ def failure_signs(results: list[Result]) -> dict[str, Any]:
                 other.append(line)
     crashes = [n for r in results for e in r.evidence for n in e.get("notes", []) if "'s own controller:" in n]
     return {"cases": [f"{r.outcome} {r.criterion}" for r in bad],
-            "events": [f"{what} × {n}" for what, n in sorted(events.items(), key=lambda i: (-i[1], i[0]))],
+            "events": [f"{what} × {n}" for what, n in sorted(events.items(),
+                                                          key=lambda i: (not i[0].startswith("Warning"), -i[1], i[0]))],
             "logs": logs, "other": other, "crashes": crashes,
             "left behind": [line for r in results for line in r.leftovers]}
