@@ -57,6 +57,22 @@ def test_record_of_a_sim_run_has_gpus_matrix_and_evidence(gang_run: Path) -> Non
     assert (gang_run / "junit.xml").exists() and "testcase" in (gang_run / "junit.xml").read_text()
 
 
+def test_record_opens_with_the_verdict_and_keeps_samples_and_operations(gang_run: Path) -> None:
+    """The page is titled by run and target and opens with the verdict; each case keeps what it submitted; each
+    backend has its operations table (versions from the sim, CRDs by group, CPU and memory from Prometheus)."""
+    data = json.loads((gang_run / "record.json").read_text())
+    assert data["schema_version"] == 3
+    assert all(r["samples"] and r["samples"][0]["manifest"]["kind"] for r in data["results"])
+    volcano = data["operations"]["volcano"]
+    assert volcano["components"][0]["name"] == "volcano-scheduler"
+    assert volcano["components"][0]["version"].startswith("volcano v")
+    assert "scheduling.volcano.sh" in volcano["crds"]
+    assert isinstance(volcano["usage"][0]["memory peak (MiB)"], float)  # the sim's Prometheus scrapes it
+    html = (gang_run / "record.html").read_text()
+    assert '<title id="head-title">gpupoc run record-test on sim gpupoc-sim</title>' in html
+    assert html.index('id="gpupoc-verdict"') < html.index('id="gpupoc-environment"')
+
+
 PROBE = ("<script>window.addEventListener('load', () => setTimeout(() => document.body.setAttribute("
          "'data-resources', JSON.stringify(performance.getEntriesByType('resource').map(e => e.name))), 500));"
          "</script>")
