@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import pytest
 from kubernetes import client
@@ -218,9 +218,9 @@ def describe_environment(record: Record, target: Target | None) -> None:
 def describe_operations(record: Record, target: Target) -> dict[str, dict[str, Any]]:
     """Per backend of the run: components and versions, CRDs and webhooks, CPU and memory over the run."""
     names = sorted({r.backend for r in record.results if r.backend in backend_registry.ALL})
-    crds = [(c.spec.group, c.spec.names.kind) for c in
-            client.ApiextensionsV1Api(target.api).list_custom_resource_definition().items]
-    hooks = webhook_configurations(target.api)
+    crds, crds_error = readable(lambda: [(c.spec.group, c.spec.names.kind) for c in
+                                         client.ApiextensionsV1Api(target.api).list_custom_resource_definition().items])
+    hooks, hooks_error = readable(lambda: webhook_configurations(target.api))
     window_s = (datetime.now(timezone.utc) - datetime.fromisoformat(record.started_at)).total_seconds()
     usage, usage_error = process_usage(target, window_s)
     found: dict[str, dict[str, Any]] = {}
@@ -232,8 +232,19 @@ def describe_operations(record: Record, target: Target) -> dict[str, dict[str, A
         found[name] = {"components": parts, "crds": operations.crds_by_group(crds, name),
                        "webhooks": operations.webhooks_of(hooks, name), "window_s": round(window_s, 1),
                        "usage": operations.usage_rows([p["name"] for p in parts], usage, window_s),
-                       "usage_error": usage_error}
+                       "usage_error": usage_error, "crds_error": crds_error, "webhooks_error": hooks_error}
     return found
+
+
+T = TypeVar("T")
+
+
+def readable(read: Callable[[], list[T]]) -> tuple[list[T], str]:
+    """What a read gave, or nothing and why (a least-privilege runner may not list CRDs or webhooks)."""
+    try:
+        return read(), ""
+    except client.ApiException as exc:
+        return [], f"not readable by the runner: {exc.status} {exc.reason}"
 
 
 def webhook_configurations(api: client.ApiClient) -> list[dict[str, Any]]:

@@ -154,3 +154,14 @@ def test_amended_samples_survive_a_round_trip(tmp_path: Path) -> None:
     assert result.samples and all("manifest" in s and s["count"] >= 1 for s in result.samples)
     record.write(tmp_path / "record.json")
     assert load_record(tmp_path / "record.json").results[0].samples == result.samples
+
+
+def test_a_list_the_runner_may_not_make_is_said_not_fatal() -> None:
+    from kubernetes import client
+
+    from harness.record.collect import readable
+
+    def refused() -> list[str]:
+        raise client.ApiException(status=403, reason="Forbidden")
+    assert readable(refused) == ([], "not readable by the runner: 403 Forbidden")
+    assert readable(lambda: ["x"]) == (["x"], "")
