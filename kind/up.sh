@@ -58,7 +58,19 @@ require_tools() {
   [ "${#missing[@]}" -eq 0 ] || die "missing: ${missing[*]}"
 }
 
+# The --set flags a chart is installed with: harness/charts.py's, the ones tests/suites/test_kind_charts.py renders.
+chart_sets() {
+  local listed
+  listed=$(cd "$REPO_ROOT" && "$PYTHON" -c 'import sys
+from harness.charts import kind_set_flags
+from harness.sim.versions import load_pins
+print("\n".join(kind_set_flags(sys.argv[1], load_pins())))' "$1")
+  SETS=()
+  [ -z "$listed" ] || mapfile -t SETS <<< "$listed"
+}
+
 HELM=""
+SETS=()
 k() { kubectl --context "$CONTEXT" "$@"; }
 h() { "$HELM" --kube-context "$CONTEXT" "$@"; }
 
@@ -150,13 +162,16 @@ install_schedulers() {
   local kueue volcano kai kuberay
   kueue=$(pin kueue); volcano=$(pin volcano); kai=$(pin kai-scheduler); kuberay=$(pin kuberay)
   # Helm chart versions drop the tag's "v", except KAI's, whose OCI tags keep it.
+  chart_sets kueue
   h upgrade --install kueue "$KUEUE_CHART" --version "${kueue#v}" --namespace kueue-system --create-namespace \
-    --set enablePrometheus=true --wait --timeout "$HELM_TIMEOUT"
+    "${SETS[@]}" --wait --timeout "$HELM_TIMEOUT"
+  chart_sets volcano
   h repo add volcano-sh "$VOLCANO_REPO" --force-update >/dev/null
   h upgrade --install volcano volcano-sh/volcano --version "${volcano#v}" --namespace volcano-system \
-    --create-namespace --set "basic.image_tag_version=$volcano" --wait --timeout "$HELM_TIMEOUT"
+    --create-namespace "${SETS[@]}" --wait --timeout "$HELM_TIMEOUT"
+  chart_sets kai-scheduler
   h upgrade --install kai-scheduler "$KAI_CHART" --version "$kai" --namespace kai-scheduler --create-namespace \
-    --wait --timeout "$HELM_TIMEOUT"
+    "${SETS[@]}" --wait --timeout "$HELM_TIMEOUT"
   h repo add kuberay "$KUBERAY_REPO" --force-update >/dev/null
   h upgrade --install kuberay-operator kuberay/kuberay-operator --version "${kuberay#v}" --namespace ray-system \
     --create-namespace --wait --timeout "$HELM_TIMEOUT"
