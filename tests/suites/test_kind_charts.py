@@ -71,3 +71,19 @@ def test_chart_renders_and_the_api_server_accepts_every_object(
 @pytest.mark.parametrize("name", sorted(NOT_RENDERED))
 def test_component_without_a_chart_here(name: str) -> None:
     pytest.skip(f"{name}: not checked: {NOT_RENDERED[name]}")
+
+
+def test_the_dry_run_judges_and_stores_nothing(sim_api: client.ApiClient) -> None:
+    """Sensitivity: an invalid object is refused with the server's reason; a valid one is accepted, not created."""
+    name = "gpupoc-dry-run-probe"
+    broken = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+              "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+                  "metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "no-image"}]}}}}
+    valid = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}
+    outcome = charts.dry_run_apply(sim_api, [broken, valid], "kube-system")
+    assert [line.split(":")[0] for line in outcome.refused] == [f"Deployment {name}"]
+    assert "image: Required value" in outcome.refused[0]
+    assert outcome.accepted == [f"ConfigMap {name}"]
+    with pytest.raises(client.ApiException) as gone:
+        client.CoreV1Api(sim_api).read_namespaced_config_map(name, "kube-system")
+    assert gone.value.status == 404
