@@ -63,10 +63,13 @@ def points(record: Record) -> dict[Key, Point]:
 
 
 def series(records: list[Record]) -> dict[Key, list[Point | None]]:
-    """Key -> one point per run (None where the run did not have it), runs oldest first."""
+    """Key -> one point per run (None where the run did not have it), runs oldest first. A run whose result had no
+    checks (it ERRORed or was skipped) shows its outcome on the lines of that criterion's checks, not a line apart."""
     per_run = [points(r) for r in records]
-    keys = sorted({k for p in per_run for k in p})
-    return {k: [p.get(k) for p in per_run] for k in keys}
+    keys = {k for p in per_run for k in p}
+    measured = {(c, b) for c, b, check in keys if check != OUTCOME_ONLY}
+    keys = {k for k in keys if k[2] != OUTCOME_ONLY or (k[0], k[1]) not in measured}
+    return {k: [p.get(k) or p.get((k[0], k[1], OUTCOME_ONLY)) for p in per_run] for k in sorted(keys)}
 
 
 def _schedulers(record: Record) -> dict[str, str]:

@@ -62,3 +62,15 @@ def test_gpupoc_trend_writes_the_page(tmp_path: Path) -> None:
     assert main(["trend", *map(str, PATHS), "--output", str(out)]) == 0
     assert "gpupoc trend over 3 runs" in out.read_text()
     assert main(["trend", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_run_that_errored_before_measuring_shows_on_the_criterions_lines() -> None:
+    runs = in_order([load_record(p) for p in PATHS])
+    broken = copy.deepcopy(runs[-1])
+    for result in broken.results:
+        if result.backend == "kueue":
+            result.outcome, result.evidence = "ERROR", []
+    lines = series([*runs[:-1], broken])
+    assert (GANG, "kueue", OUTCOME_ONLY) not in lines
+    last = lines[(GANG, "kueue", "all_bound_within_s")][-1]
+    assert last is not None and last.outcome == "ERROR" and last.measured is None
