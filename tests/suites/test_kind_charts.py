@@ -62,6 +62,8 @@ def test_chart_renders_and_the_api_server_accepts_every_object(
     assert objects, f"{name} {source.version}: {source.path} rendered no objects"
     chart_namespaces(charts.namespaces_needed(objects, source.namespace))
     outcome = charts.dry_run_apply(sim_api, objects, source.namespace)
+    print(f"{name} {source.version}: {len(outcome.accepted)} of {len(objects)} objects accepted "
+          f"({len(outcome.replaced)} on the sim already, checked as a replace)")
     if outcome.not_checked():
         warnings.warn(f"{name} {source.version}: not checked: {outcome.not_checked()}", stacklevel=1)
     assert not outcome.refused, f"{name} {source.version}: the API server refused " + "; ".join(outcome.refused)
