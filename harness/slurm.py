@@ -301,6 +301,11 @@ class PollSource:
             self._failing_since = 0.0
             for name, obj in now.items():
                 before = self._seen.get(name)
+                if before is not None and before["metadata"].get("uid") != obj["metadata"].get("uid"):
+                    # a requeued job's allocation is a new one: the old member left (as a preempted pod is
+                    # deleted) and a new one came, under the same name
+                    yield "DELETED", as_field(before)
+                    before = None
                 if before is None or before["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
                     yield ("ADDED" if before is None else "MODIFIED"), as_field(obj)
             for name in self._seen.keys() - now.keys():

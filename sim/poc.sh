@@ -21,4 +21,6 @@ echo "gpupoc: acceptance record: reports/$run_id/record.html (JSON and JUnit bes
 # pytest: 0 all criteria passed, 1 some criterion failed (a result); anything else broke the run.
 [ "$status" -le 1 ] || exit "$status"
 # The reference sim's designed outcomes (suites/expected.yaml): the baselines FAIL, everything else passes.
-gpupoc check-designed "reports/$run_id/record.json"
+gpupoc check-designed "reports/$run_id/record.json" || exit 1
+# What the runner asked of the API server stays inside its least-privilege role (manifests/rbac/).
+gpupoc rbac --check "reports/$run_id/requests.json"

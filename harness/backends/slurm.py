@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, GangJob, JobStatus, Monitoring, Series,
-                                   WaitHistogram)
+                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers,
+                                   GangJob, JobStatus, Monitoring, PreemptionCounter, Series, WaitHistogram)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Profile, Tenant
 from harness import slurm as jobs_api  # the module (harness.slurm imports harness.backends.base: no names here)
@@ -88,6 +88,8 @@ class SlurmBackend(Capabilities):
         Series("GPUs per node", "slurm_node_gpus")),
         'sum(slurm_queue_jobs{{account="{queue}",state="pending"}})', pods=False)
     usage_metric = 'sum(slurm_account_gpus_allocated{{account="{queue}"}})'  # the sim's exporter
+    # slurmdbd's records of runs ended by preemption (the sim's exporter); a 1-node filler's run is one member
+    preemption = PreemptionCounter("sum(slurm_preempted_jobs_total)", "pods")
     controllers = Controllers(("slurmctld",), (), "a site's slurmctld is a system service the harness does not stop",
                               needs=("slurmrestd", "slurmdbd"))
     _rest: SlurmRest | None = None
@@ -111,9 +113,8 @@ class SlurmBackend(Capabilities):
     wait = WaitHistogram("slurm_job_wait_seconds", 1.0, "account")  # the sim's exporter (from slurmdbd)
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
-        if capability == PREEMPTION_COUNTER:
-            return (f"{self.name}: a preemption requeues the job (no member is deleted), so the API-side count the "
-                    "cross-check compares with is not built yet")
+        if capability == PREEMPTION_COUNTER and target_kind != "sim":
+            return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own counts preemptions)"
         if capability == QUEUE_QUOTA:
             return None  # an account per tenant with its GPU limit (GrpTRES), enforced by slurmctld
         if capability == RETRY_POLICY and target_kind != "sim":

@@ -82,6 +82,11 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
     if preemption is None or counter_lacking:
         ev.not_checked("max_count_mismatch", counter_lacking or f"{backend.name}: no preemption counter")
     else:
+        if admitted_s is not None and counted() == 0:  # the urgent job runs on a full cluster: someone made room
+            try:  # (a requeued Slurm job's member leaves at the next poll, after the urgent job has started)
+                pods.wait_until("the preempted member seen leaving", lambda _: counted() >= 1, profile.timeouts.metric)
+            except WaitTimeout:
+                pass  # the mismatch below says it
         metric_count = _metric_delta(prometheus, preemption.promql, before, counted(), profile.timeouts.metric)
         if counted() < metric_count:  # the API's events may trail the scrape: let them arrive
             try:

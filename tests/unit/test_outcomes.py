@@ -107,8 +107,8 @@ def test_backends_declare_capabilities_and_own_their_metric_queries() -> None:
     assert ALL["kuberay"].lacks(JOBS_COMPLETE, "sim") and not ALL["kuberay"].lacks(JOBS_COMPLETE, "kubeconfig")
     assert "bare pods" in (ALL["kai"].lacks(RETRY_POLICY, "sim") or "")
     assert ALL["kai"].lacks(WAIT_HISTOGRAM, "sim") and not ALL["kueue"].lacks(WAIT_HISTOGRAM, "sim")
-    assert {name for name, b in ALL.items() if not b.lacks(PREEMPTION_COUNTER, "sim")} == set(ALL) - {"slurm"}
-    assert "requeues" in (ALL["slurm"].lacks(PREEMPTION_COUNTER, "sim") or "")
+    assert {name for name, b in ALL.items() if not b.lacks(PREEMPTION_COUNTER, "sim")} == set(ALL)
+    assert "exporter is not mapped" in (ALL["slurm"].lacks(PREEMPTION_COUNTER, "kubeconfig") or "")
     assert not ALL["slurm"].lacks(WAIT_HISTOGRAM, "sim") and ALL["slurm"].lacks(WAIT_HISTOGRAM, "kubeconfig")
     assert ALL["kueue"].owned_kind() is not None and ALL["volcano"].owned_kind() is None
     with pytest.raises(ValueError, match="unknown capability"):

@@ -174,3 +174,14 @@ def test_accounting_is_settled_once_every_job_is_recorded_and_every_run_has_ende
     assert not accounting_settled({}, [job])
     assert not accounting_settled({"44": [ran]}, [job])
     assert accounting_settled({"44": [{**ran, "time": {"submission": 1796177448, "end": 1796177452}}]}, [job])
+
+
+def test_a_requeued_member_is_seen_leaving_and_a_new_one_coming() -> None:
+    """As a preempted pod is deleted and replaced: the old allocation DELETED, the new one ADDED, same name."""
+    requeued = {**RUNNING_JOB, "job_state": "PENDING", "nodes": "", "restart_cnt": 1, "state_reason": "BeginTime"}
+    polls = [member_objects(RUNNING_JOB, "ns"), member_objects(requeued, "ns")]
+    source = PollSource(lambda: polls.pop(0) if polls else member_objects(requeued, "ns"))
+    source.list()
+    seen = [(kind, obj.metadata.uid) for kind, obj in source.watch("0", 1)]
+    old, new = member_objects(RUNNING_JOB, "ns")[0], member_objects(requeued, "ns")[0]
+    assert seen[:2] == [("DELETED", old["metadata"]["uid"]), ("ADDED", new["metadata"]["uid"])]
