@@ -215,14 +215,16 @@ def run_suites(args: argparse.Namespace) -> int:
     if not (cfg.targets_sim and not cluster.is_up()):  # else the run starts the sim: nothing to ask yet
         refuse_bad_references(args, cfg, connect(cfg))
     passthrough = [a for a in args.pytest_args if a != "--"]
+    chosen = [a for a in passthrough if not a.startswith("-") and (REPO_ROOT / a.split("::")[0]).exists()]
+    tests = [] if chosen else [str(REPO_ROOT / "suites")]  # `-- suites/training/x.py`: those, not every suite
     options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS
                if getattr(args, name) and name != "run_id"]
     base = args.run_id or uuid.uuid4().hex[:8]
     run_ids = [base] if args.repeat == 1 else [f"{base}-{i + 1}" for i in range(args.repeat)]
     worst = 0
     for run_id in run_ids:
-        code = subprocess.call([sys.executable, "-m", "pytest", str(REPO_ROOT / "suites"), f"--run-id={run_id}",
-                                *options, *passthrough], cwd=REPO_ROOT)
+        code = subprocess.call([sys.executable, "-m", "pytest", *tests, f"--run-id={run_id}", *options,
+                                *passthrough], cwd=REPO_ROOT)
         if code == PYTEST_USAGE_ERROR:
             return EXIT_USAGE  # pytest said what is wrong with its arguments
         worst = max(worst, code)

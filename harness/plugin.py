@@ -121,14 +121,30 @@ def gpupoc_config(pytestconfig: pytest.Config) -> RunConfig:
 @pytest.fixture(scope="session")
 def target(pytestconfig: pytest.Config, gpupoc_config: RunConfig) -> Target:
     """The cluster under test, connected once per session (the sim is started when it is the target)."""
-    if TARGET_KEY not in pytestconfig.stash:
-        pytestconfig.stash[TARGET_KEY] = found = connect(gpupoc_config)
-        take_run_lock(pytestconfig, found, gpupoc_config)
-        preflight_or_exit(pytestconfig, found, gpupoc_config)
-        remember_tenant_secrets(pytestconfig, found, gpupoc_config.profile)
+    return connected(pytestconfig)
+
+
+def connected(config: pytest.Config) -> Target:
+    """Connect, take the run lock, pass the preflight (or end the run with its table), once per session."""
+    if TARGET_KEY not in config.stash:
+        cfg = run_config(config)
+        config.stash[TARGET_KEY] = found = connect(cfg)
+        take_run_lock(config, found, cfg)
+        preflight_or_exit(config, found, cfg)
+        remember_tenant_secrets(config, found, cfg.profile)
         logged = sim_faults if found.kind == "sim" else None
-        pytestconfig.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
-    return pytestconfig.stash[TARGET_KEY]
+        config.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
+    return config.stash[TARGET_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """A run of the suites meets its cluster (and its preflight) before the first case starts."""
+    if not session.config.option.collectonly and any(i.nodeid.startswith("suites/") for i in session.items):
+        try:
+            connected(session.config)
+        except HarnessError as exc:  # nothing to test against: one line, not an ERROR per case
+            pytest.exit(f"gpupoc: {exc}", returncode=2)
 
 
 def preflight_or_exit(config: pytest.Config, target: Target, cfg: RunConfig) -> None:

@@ -23,6 +23,8 @@ from harness.profile import Profile
 
 RBAC_DIR = Path(__file__).resolve().parent.parent / "manifests" / "rbac"
 CLUSTER_FILE, TENANT_FILE, LOCK_FILE = "runner-cluster.yaml", "runner-tenant.yaml", "runner-lock.yaml"
+DESTRUCTIVE_FILE = "runner-destructive.yaml"
+WHEN = "gpupoc.io/when"  # a template document rendered only for profiles it names (submit_as=runner)
 FIELD_MANAGER = "gpupoc-rbac"
 REQUESTS_FILE = "requests.json"  # beside a run's record: what its runner asked of the API server
 _ANY = "*"
@@ -137,29 +139,44 @@ def _load(name: str, values: dict[str, str]) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | None) -> list[dict[str, Any]]:
+def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | None,
+                     destructive: bool = False) -> list[dict[str, Any]]:
     """The runner's role for ServiceAccount `account` (NAMESPACE/NAME): cluster-wide reads, one Role per tenant
-    namespace (its workloads, impersonating exactly its identity, listing its Secrets to redact their values), the
-    run lock's Lease, and the bindings."""
+    namespace (its runs' objects, impersonating exactly its identities, listing its Secrets to redact their
+    values; creating the jobs too where the profile submits as the runner), the run lock's Lease, the bindings;
+    with `destructive`, scaling the backends' controller Deployments (control-plane recovery on a real cluster)."""
     sa_namespace, sa_name = account.split("/", 1)
     common = {"RUNNER_NAMESPACE": sa_namespace, "RUNNER_NAME": sa_name}
     docs = _load(CLUSTER_FILE, common)
-    namespaces: dict[str, list[str]] = {}
+    identities: dict[str, list[str]] = {}
     for tenant in profile.tenants:
         for ns in dict.fromkeys((tenant.namespace, tenant.inference_namespace)):
-            namespaces.setdefault(ns, [])
-        namespaces[tenant.namespace].append(tenant.identity)
-    for ns, identities in namespaces.items():
+            identities.setdefault(ns, [])
+        identities[tenant.namespace].append(tenant.identity)
+    for ns, names in identities.items():
         for doc in _load(TENANT_FILE, {**common, "TENANT_NAMESPACE": ns}):
-            for rule in doc.get("rules") or []:
-                if rule.get("verbs") == ["impersonate"]:
-                    rule["resourceNames"] = identities
-            doc["rules"] = [r for r in doc.get("rules") or []
-                            if not (r.get("verbs") == ["impersonate"] and not r.get("resourceNames"))]
+            when = (doc["metadata"].get("annotations") or {}).pop(WHEN, None)
+            if when is not None and when != f"submit_as={profile.submit_as}":
+                continue
+            if doc["kind"] == "Role":
+                doc["rules"] = [_named(rule, names) for rule in doc.get("rules") or []
+                                if names or rule.get("verbs") != ["impersonate"]]
             docs.append(doc)
     if lock is not None:
         docs += _load(LOCK_FILE, {**common, "LOCK_NAMESPACE": lock[0], "LOCK_NAME": lock[1]})
+    if destructive:
+        from harness import backends  # the registry imports the seam, which imports this module
+        deployments = sorted({d for b in backends.ALL.values() if b.controllers for d in b.controllers.deployments})
+        for doc in _load(DESTRUCTIVE_FILE, common):
+            if doc["kind"] == "ClusterRole":
+                doc["rules"] = [{**rule, "resourceNames": deployments} for rule in doc.get("rules") or []]
+            docs.append(doc)
     return docs
+
+
+def _named(rule: dict[str, Any], identities: list[str]) -> dict[str, Any]:
+    """Impersonation of exactly the namespace's tenant identities."""
+    return {**rule, "resourceNames": identities} if rule.get("verbs") == ["impersonate"] else rule
 
 
 def service_account(account: str) -> dict[str, Any]:

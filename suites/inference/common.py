@@ -17,6 +17,7 @@ from harness.criteria.inference.service_discovery import published
 from harness.profile import Profile
 from harness.serving import APP_LABEL, SERVER_PORT, TRACK_LABEL, ModelService
 from harness.sim import cluster as sim_cluster
+from harness.backends.detect import is_sim
 from harness.sim.config import ports_from_env
 from harness.target import Target
 from harness.tracker import Objects, Tracker
@@ -30,7 +31,7 @@ __all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoin
 
 def traffic_for(target: Target, profile: Profile) -> Traffic:
     """Where probe and load come from, or SKIP with the reason nothing can reach the Service from here."""
-    if target.kind == "sim":
+    if is_sim(target.api):  # the sim, also when reached through another identity's kubeconfig
         traffic = sim_traffic(sim_cluster.data_plane_netns(), ports_from_env().kube_proxy_metrics)
         if traffic is None:
             pytest.skip("the sim runs without its data plane (`gpupoc sim up --no-serving`): no Service answers")

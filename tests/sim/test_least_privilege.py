@@ -120,30 +120,30 @@ def test_every_request_of_the_suites_run_in_this_session_is_in_the_role(queue_mo
 
 def test_a_verb_missing_from_the_role_is_named_by_the_preflight_and_is_an_error(
         runner: Runner, sim_api: client.ApiClient, queue_model: Profile) -> None:
+    """The runner's Role in team-a's namespace without `delete` on Jobs (what its teardown does)."""
     tenant = queue_model.tenants[0].namespace
     role = client.RbacAuthorizationV1Api(sim_api)
     original = role.read_namespaced_role("gpupoc-runner", tenant)
-    rules = [r for r in original.rules if "jobs" not in r.resources or r.api_groups != ["batch"]]
-    rules.append(client.V1PolicyRule(api_groups=["batch"], resources=["jobs"],
-                                     verbs=["get", "list", "watch", "update", "patch", "delete"]))  # no create
-    role.patch_namespaced_role("gpupoc-runner", tenant, {"rules": [sim_api.sanitize_for_serialization(r)
-                                                                   for r in rules]})
+    rules = [sim_api.sanitize_for_serialization(r) for r in original.rules]
+    for rule in rules:
+        if "batch" in rule["apiGroups"] and "jobs" in rule["resources"]:
+            rule["verbs"] = [v for v in rule["verbs"] if v != "delete"]
+    role.patch_namespaced_role("gpupoc-runner", tenant, {"rules": rules})
+    missing = f"may not delete batch/jobs in namespace {tenant}"
     try:
         preflight = as_runner(runner, "preflight")
         assert preflight.returncode == 1, preflight.stdout + preflight.stderr
-        assert f"may not create batch/jobs in namespace {tenant}" in preflight.stdout, preflight.stdout
+        assert missing in preflight.stdout and "add it to the runner's role" in preflight.stdout, preflight.stdout
         assert "blocking problem(s): the run cannot start" in preflight.stdout, preflight.stdout
         run = as_runner(runner, "run", "--backends=kueue", "--", "suites/training/test_gang_admission.py", "-q")
-        assert run.returncode == 2 and f"may not create batch/jobs in namespace {tenant}" in run.stdout, run.stdout
+        assert run.returncode == 2 and missing in run.stdout + run.stderr, run.stdout + run.stderr
+        assert "▶" not in run.stdout, "no case started"
         # a request the role refuses, past any preflight: one line naming it, an ERROR (not a FAIL)
         cfg = resolve({"kubeconfig": str(runner.kubeconfig), "queue_model": "keep"})
         with pytest.raises(PermissionMissing) as refused:
-            client.BatchV1Api(connect(cfg).api).create_namespaced_job(tenant, {
-                "metadata": {"name": "gpupoc-lp-refused"},
-                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-                    {"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
+            client.BatchV1Api(connect(cfg).api).delete_namespaced_job("gpupoc-lp-no-such-job", tenant)
         said = str(refused.value)
-        assert "\n" not in said and "cannot create resource \"jobs\" in API group \"batch\"" in said, said
+        assert "\n" not in said and 'cannot delete resource "jobs" in API group "batch"' in said, said
         assert "gpupoc rbac" in said and classify(refused.value) == ERROR
     finally:
         role.replace_namespaced_role("gpupoc-runner", tenant, client.V1Role(

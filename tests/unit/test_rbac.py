@@ -3,6 +3,7 @@ a profile, the preflight's permission list and queue states, a Prometheus's cred
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,8 @@ def test_the_role_for_a_profile_is_reads_cluster_wide_and_workloads_in_the_tenan
     for tenant in profile.tenants:
         assert ("Role", tenant.namespace) in kinds and ("RoleBinding", tenant.namespace) in kinds
         assert allowed(docs, impersonation_of(f"system:serviceaccount:{tenant.namespace}:{tenant.identity}"))
-        assert allowed(docs, Request("create", "batch", "jobs", namespace=tenant.namespace))
+        assert not allowed(docs, Request("create", "batch", "jobs", namespace=tenant.namespace)), "tenants submit"
+        assert allowed(docs, Request("delete", "batch", "jobs", "", tenant.namespace, "j"))
         assert allowed(docs, Request("list", "", "secrets", namespace=tenant.namespace))
     assert not allowed(docs, Request("list", "", "secrets", namespace="kube-system"))
     assert not allowed(docs, Request("create", "batch", "jobs", namespace="kube-system"))
@@ -84,6 +86,13 @@ def test_the_role_for_a_profile_is_reads_cluster_wide_and_workloads_in_the_tenan
     assert not allowed(docs, impersonation_of("system:admin"))
     assert allowed(docs, Request("update", "coordination.k8s.io", "leases", "", "default", "gpupoc-run-lock"))
     assert not allowed(docs, Request("update", "coordination.k8s.io", "leases", "", "default", "other-lease"))
+    assert not allowed(docs, Request("patch", "apps", "deployments", "scale", "kueue-system", "kueue-controller-manager"))
+    runner_submits = dataclasses.replace(profile, submit_as="runner")
+    with_creates = runner_manifests(runner_submits, "gpupoc/runner", None, destructive=True)
+    assert allowed(with_creates, Request("create", "batch", "jobs", namespace=profile.tenants[0].namespace))
+    assert allowed(with_creates, Request("patch", "apps", "deployments", "scale", "kueue-system",
+                                         "kueue-controller-manager"))
+    assert not allowed(with_creates, Request("patch", "apps", "deployments", "scale", "kube-system", "coredns"))
     binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "runner", "namespace": "gpupoc"}]
     assert not any("cluster-admin" in str(d) for d in docs)
@@ -143,3 +152,8 @@ def test_a_refusing_prometheus_is_said_in_a_few_words() -> None:
     bad = Exception('HTTP Status Code 400 (b\'{"status":"error","errorType":"bad_data","error":"parse error"}\')')
     assert refusal(bad) == "HTTP 400: parse error"
     assert "refuses the credentials" in refusal(Exception("HTTP Status Code 401 (b'Unauthorized')"))
+
+
+def test_bindings_carry_no_rules() -> None:
+    docs = runner_manifests(resolve({}).profile, "gpupoc/runner", ("default", "lock"), destructive=True)
+    assert all("rules" not in d for d in docs if d["kind"].endswith("Binding"))
