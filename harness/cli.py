@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     build_cmd = sim_commands.add_parser("build", help="compile the sim's components from the Go module proxy")
     build_cmd.add_argument("components", nargs="*", help="only these (default: all but the optional ones)")
     build_cmd.add_argument("--with", dest="with_optional", action="append", default=[], metavar="NAME",
-                           help="also build an optional scheduler: kai (KAI-Scheduler)")
+                           help="also build an optional component: kai (KAI-Scheduler), helm, actionlint")
     up = sim_commands.add_parser("up", help="start the sim and its GPU nodes")
     up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
     up.add_argument("--schedulers", default=",".join(schedulers_from_env()) or "none",
@@ -105,6 +105,9 @@ def parser() -> argparse.ArgumentParser:
     rbac.add_argument("--service-account", default="gpupoc/gpupoc-runner", metavar="NAMESPACE/NAME",
                       help="the runner's ServiceAccount (default: %(default)s)")
     rbac.add_argument("--apply", action="store_true", help="create the ServiceAccount and apply the role (server-side)")
+    rbac.add_argument("--destructive", action="store_true",
+                      help="also scale the backends' controller Deployments (control-plane recovery; runs with "
+                           "--allow-destructive on that context)")
     rbac.add_argument("--check", nargs="+", type=Path, metavar="REQUESTS_JSON",
                       help="the requests a run made (reports/<run>/requests.json) that the role does not allow")
     clean = commands.add_parser("clean", help="delete what gpupoc runs left behind (never the queue model)")
@@ -333,7 +336,7 @@ def rbac_command(args: argparse.Namespace) -> int:
     if "/" not in args.service_account:
         raise ConfigError(f"--service-account {args.service_account!r}: give NAMESPACE/NAME")
     cfg = resolve({n: getattr(args, n) for n in OPTIONS})
-    docs = rbac.runner_manifests(cfg.profile, args.service_account, cfg.run_lock)
+    docs = rbac.runner_manifests(cfg.profile, args.service_account, cfg.run_lock, destructive=args.destructive)
     if args.check:
         problems = 0
         for path in args.check:
