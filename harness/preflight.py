@@ -47,7 +47,7 @@ class Check:
 def table(checks: list[Check]) -> str:
     blocking = [c for c in checks if c.status == MISSING and c.blocking]
     verdict = (f"{len(blocking)} blocking problem(s): the run cannot start" if blocking
-               else "ready" + (f" ({sum(c.status != OK for c in checks)} warning(s))"
+               else "ready" + (f" ({sum(c.status != OK for c in checks)} problem(s) that block nothing)"
                                if any(c.status != OK for c in checks) else ""))
     return "\n".join([f"{'STATUS':<8} {'AREA':<12} CHECK", *(c.line() for c in checks), f"preflight: {verdict}"])
 
@@ -203,9 +203,10 @@ def prometheus_checks(url: str | None, backend_names: Iterable[str]) -> list[Che
                       "profile); the metric cross-checks are not checked without it")]
     prometheus = Prometheus(url, budget_s=0.0)
     reason = prometheus.reachable_reason()
-    if reason:
+    if reason:  # the cases that need it are ERROR at once (nothing waits on it); the rest can run
         return [Check("prometheus", f"{prometheus.url} does not answer as Prometheus", MISSING,
-                      f"{reason}; fix --prometheus-url or its credentials", blocking=True)]
+                      f"{reason}; the cases that need Prometheus are ERROR: fix --prometheus-url or its "
+                      "credentials")]
     checks = [Check("prometheus", f"{prometheus.url} answers", OK)]
     try:
         names = prometheus.metric_names()

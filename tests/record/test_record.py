@@ -152,7 +152,7 @@ def test_leaks(api, namespace):
 """)
     pytest_run(tmp_path, "-p", "harness.plugin", "--run-id=leaky", "test_leaky.py", cwd=tmp_path)
     written = {p.name: p.read_text() for p in (tmp_path / "leaky").iterdir()}
-    assert set(written) == {"record.json", "record.html", "junit.xml"}
+    assert set(written) == {"record.json", "record.html", "junit.xml", "requests.json"}
     for name, text in written.items():
         assert admin_token not in text, name
         assert planted not in text, name
