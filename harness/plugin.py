@@ -98,6 +98,8 @@ def _say_live(config: pytest.Config, line: str) -> None:
         writer.line(line)
         return
     with capture.global_and_fixture_disabled():
+        if writer.width_of_current_line:  # after pytest's own progress characters: a line of its own
+            writer.line()
         writer.line(line)
 
 
