@@ -88,8 +88,7 @@ def admissions(workloads: Workloads, jobs: list[GangJob], sent: dict[str, float]
     found = []
     for job in jobs:
         tracker = workloads.jobs(job.tenant.namespace)
-        obj = tracker.objects.get(job.name) or tracker.gone.get(job.name)
-        status = workloads.job_status(obj) if obj is not None else None
+        status = workloads.status_of(job, {**tracker.gone, **tracker.objects})  # Kueue tracks its Workloads
         admitted = status.admitted_at.timestamp() if status is not None and status.admitted_at else None
         found.append(Admission(job.tenant.name, sent[job.name], admitted, job.gpus))
     return found

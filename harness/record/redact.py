@@ -10,7 +10,7 @@ _PATTERNS = [
     re.compile(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----", re.S),           # PEM certificates and keys
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),                            # Authorization headers
     re.compile(r"(?i)((?:token|password|client-key-data|client-certificate-data|certificate-authority-data)"
-               r"['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{6,}"),                             # kubeconfig and config fields
+               r"['\"]?\s*[:=]\s*['\"]?)[^\s'\",}\\]{6,}"),  # kubeconfig and config fields (a JSON file's \" kept)
     re.compile(r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),   # JWTs (service-account tokens)
 ]
 

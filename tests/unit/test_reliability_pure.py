@@ -99,3 +99,14 @@ def test_a_prometheus_not_ready_yet_is_retried_and_a_bad_query_is_not() -> None:
     assert transient(PrometheusApiClientException("HTTP Status Code 503 (b'Service Unavailable')")) == "HTTP 503"
     assert transient(requests.ConnectionError()) == "ConnectionError"
     assert transient(PrometheusApiClientException("HTTP Status Code 400 (b'bad_data')")) is None
+
+
+def test_redacting_a_json_file_keeps_it_json() -> None:
+    """A failure message quoting `password: value"` inside a JSON string: the value goes, the escaped quote stays."""
+    import json
+    from harness.record.redact import redact_text
+    text = json.dumps({"message": 'assert False, "token: " + x + " password: hunter2-planted"',
+                       "config": "password=s3cr3t-value\\"})
+    redacted = redact_text(text)
+    assert "hunter2-planted" not in redacted and "s3cr3t-value" not in redacted
+    assert json.loads(redacted)["message"].endswith('password: [REDACTED]"')
