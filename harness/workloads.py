@@ -343,9 +343,10 @@ def _pod_fold(backend: Backend) -> PodFold | None:
 
 def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The tracked object of `job`: by name, or (Kueue Workloads) by the name of its owner."""
-    if job.name in objects:
-        return objects[job.name]
-    for obj in objects.values():
+    found = objects.get(job.name)
+    if found is not None:
+        return found
+    for obj in list(objects.values()):  # a copy in one step: a tracker's thread may be changing it (another lock)
         owners = (obj.get("metadata") or {}).get("ownerReferences") or []
         if any(o.get("name") == job.name for o in owners):
             return obj
