@@ -344,8 +344,8 @@ def rbac_command(args: argparse.Namespace) -> int:
             beyond = rbac.outside(docs, seen)
             problems += len(beyond)
             print(f"{path}: {len(seen)} distinct requests, {len(beyond)} outside the runner's role")
-            for request in beyond:
-                print(f"  outside the role: {request.describe()}")
+            for line in dict.fromkeys(r.describe() for r in beyond):  # one line per permission, not per object
+                print(f"  outside the role: {line}")
         return 1 if problems else 0
     if args.apply:
         target = _connect(args)

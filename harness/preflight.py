@@ -136,7 +136,8 @@ def backend_checks(api: client.ApiClient, cfg: RunConfig, queue_model_kept: bool
 
 def queue_checks(api: client.ApiClient, cfg: RunConfig, backend: str) -> list[Check]:
     api_version, kind, namespaced = QUEUE_KINDS[backend]
-    resource = DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+    dynamic = DynamicClient(api)  # one discovery for every queue looked up below
+    resource = dynamic.resources.get(api_version=api_version, kind=kind)
     checks = []
     for tenant in cfg.profile.tenants:
         for queue in filter(None, (tenant.queues.get(backend), tenant.dev_queues.get(backend))):
@@ -148,7 +149,7 @@ def queue_checks(api: client.ApiClient, cfg: RunConfig, backend: str) -> list[Ch
             if kind == "LocalQueue":  # what admits is its ClusterQueue
                 cq_name = (found.get("spec") or {}).get("clusterQueue", "")
                 try:
-                    cq = DynamicClient(api).resources.get(api_version=api_version, kind="ClusterQueue").get(
+                    cq = dynamic.resources.get(api_version=api_version, kind="ClusterQueue").get(
                         name=cq_name).to_dict()
                     objects.append(("ClusterQueue", cq))
                 except (NotFoundError, ResourceNotFoundError):
