@@ -40,6 +40,8 @@ OPTIONS: dict[str, tuple[str, str]] = {
                   "once)"),
     "progress": ("GPUPOC_PROGRESS", "on (default): each case as it starts, and what a long wait waits for and "
                  "last saw; off: quiet (CI)"),
+    "scale": ("GPUPOC_SCALE", "on: also run the scale suite (suites/scale: the profile's size, up to its cap per "
+              "backend; the nightly does); off (default): the record shows it as not run"),
 }
 QUEUE_MODEL_CHOICES = ("apply", "keep")
 
@@ -58,6 +60,7 @@ class RunConfig:
     run_lock: tuple[str, str] | None = None  # (namespace, name) of the run lock's Lease; None: no lock
     wait_lock_s: float = 0.0
     progress: bool = True
+    scale: bool = False  # the scale suite runs (else its cases are SKIP "not run")
 
     @property
     def targets_sim(self) -> bool:
@@ -152,8 +155,11 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     shown = (raw["progress"] or "on").lower()
     if shown not in ("on", "off"):
         raise ConfigError(f"{given['progress']} {raw['progress']!r}: choose from on, off")
+    scale = (raw["scale"] or "off").lower()
+    if scale not in ("on", "off"):
+        raise ConfigError(f"{given['scale']} {raw['scale']!r}: choose from on, off")
     return RunConfig(
-        progress=shown == "on",
+        progress=shown == "on", scale=scale == "on",
         run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK, given["run_lock"]),
         wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],

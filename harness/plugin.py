@@ -80,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # a CI job's timeout sends SIGTERM: end like Ctrl-C, so the record is written, the run swept, the lock freed
         signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "gpupoc_last: run after every other test (the audit of the whole run)")
+    config.addinivalue_line("markers", "scale: the scale suite (run when asked: --scale on)")
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
     try:
         config.stash[CONFIG_KEY] = resolve(options)
@@ -318,9 +319,19 @@ def gpus_held(pytestconfig: pytest.Config) -> list[Held]:
     return list(found)
 
 
+SCALE_NOT_RUN = ("not run: the scale suite runs when asked (gpupoc run --scale on, GPUPOC_SCALE=on, or name "
+                 "suites/scale); the nightly runs it")
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others."""
+    """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others; the scale suite's
+    cases are SKIP "not run" unless asked for (a flag, or its path named)."""
     items.sort(key=lambda item: item.get_closest_marker("gpupoc_last") is not None)
+    named = any("suites/scale" in str(arg) for arg in config.args)
+    if not (run_config(config).scale or named):
+        for item in items:
+            if item.get_closest_marker("scale") is not None:
+                item.add_marker(pytest.mark.skip(reason=SCALE_NOT_RUN))
 
 
 EVIDENCE_KEY = pytest.StashKey[list[Evidence]]()

@@ -58,6 +58,19 @@ class GpuSizes:
 
 
 @dataclass(frozen=True)
+class ScaleSpec:
+    """The scale scenario (suites/scale): `nodes` whole GPU nodes (the sim adds what it lacks; a real cluster runs on
+    what it has), `jobs` whole-node jobs of `run_for_s` seconds submitted at `rate_per_s` across the tenants by its
+    weights, `submitters` requests at once (the client's explicit concurrency); waiting ends at `cap_s`."""
+    nodes: int = 1000
+    jobs: int = 10000
+    rate_per_s: float = 50.0
+    run_for_s: float = 30.0
+    cap_s: float = 1200.0
+    submitters: int = 8
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     source: str
@@ -68,6 +81,7 @@ class Profile:
     prometheus_url: str | None = None
     submit_as: str = "runner"  # "tenant": jobs are submitted acting as the tenant's identity
     inference_url: str | None = None  # a real cluster: the model Service's ingress or gateway URL (probe and load)
+    scale: ScaleSpec = field(default_factory=ScaleSpec)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def threshold(self, criterion: str, name: str) -> float:
@@ -180,9 +194,22 @@ def _timeouts(f: _Fields) -> Timeouts:
     return Timeouts(**values)
 
 
+def _scale(f: _Fields) -> ScaleSpec:
+    f.only(("nodes", "jobs", "rate_per_s", "run_for_s", "cap_s", "submitters"))
+    defaults = ScaleSpec()
+    values: dict[str, Any] = {}
+    for name in f.data:
+        kind = int if isinstance(getattr(defaults, name), int) else (int, float)
+        value = f.get(name, kind)
+        if value <= 0:
+            raise f.fail(name, f"must be greater than 0, got {value}")
+        values[name] = value if kind is int else float(value)
+    return ScaleSpec(**values)
+
+
 def parse_profile(data: Any, source: str) -> Profile:
     f = _Fields(data, "", source)
-    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference"))
+    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference", "scale"))
     submit_as = f.get("submit_as", str, "runner")
     if submit_as not in SUBMITTERS:
         raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
@@ -208,7 +235,8 @@ def parse_profile(data: Any, source: str) -> Profile:
                    gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
-                   inference_url=inference.get("url", str, None))
+                   inference_url=inference.get("url", str, None),
+                   scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec())
 
 
 def load_profile(path: Path) -> Profile:

@@ -72,6 +72,7 @@ class Tracker:
 
     def _record(self, event: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
+        obj["metadata"].pop("managedFields", None)  # who applied which field: most of an object's size, never read
         if event == "DELETED":
             self.objects.pop(name, None)
             self.gone[name] = obj

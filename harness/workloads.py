@@ -43,6 +43,9 @@ LOG_BYTES = 4096
 NAME_TAG_LEN = 5
 
 
+UIDS_PER_SELECTOR = 100  # the owned objects of a test's jobs are looked for this many at a time
+
+
 @dataclass
 class Workloads:
     api: client.ApiClient
@@ -60,6 +63,7 @@ class Workloads:
     _uids: dict[str, set[str]] = field(default_factory=dict)  # namespace -> UIDs of the objects it submitted
     created: list[Submitted] = field(default_factory=list)  # what it submitted, to be found in the audit log
     _jobs: dict[str, GangJob] = field(default_factory=dict)  # name -> the job submitted
+    _members: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)  # (ns, job) -> pods
     samples: Samples = field(default_factory=Samples)  # what it submitted, one per shape, for the record
 
     @property
@@ -95,10 +99,8 @@ class Workloads:
         if fold is None:
             return self.backend.status(obj)
         name = obj["metadata"]["name"]
-        pods = self._trackers.get(((obj.get("metadata") or {}).get("namespace", ""), "Pod"))
         # Deleted pods count too: KAI evicts a bare pod by deleting it, and nothing recreates it.
-        seen = [*pods.objects.values(), *pods.gone.values()] if pods else []
-        members = [p for p in seen if job_of(p) == name]
+        members = list(self._members.get(((obj.get("metadata") or {}).get("namespace", ""), name), {}).values())
         if name in self._deleted:  # our own deletion is no eviction
             members = [p for p in members if not p["metadata"].get("deletionTimestamp")]
         return fold(obj, members)
@@ -118,7 +120,15 @@ class Workloads:
         return str(obj["metadata"]["name"]) if obj is not None else job.name
 
     def pods(self, namespace: str) -> Tracker:
-        return self.track(namespace, "v1", MEMBER_KIND, pod_state, lambda _: None)
+        fresh = (namespace, MEMBER_KIND) not in self._trackers
+        tracker = self.track(namespace, "v1", MEMBER_KIND, pod_state, lambda _: None)
+        if fresh:  # each job's pods, present or gone, by job: a job's state reads its own, not every pod's
+            def index(_event: str, pod: dict[str, Any]) -> None:
+                self._members.setdefault((namespace, job_of(pod) or ""), {})[pod["metadata"]["name"]] = pod
+            tracker.on_event(index)
+            for pod in [*list(tracker.gone.values()), *list(tracker.objects.values())]:  # seen before the listener
+                self._members.setdefault((namespace, job_of(pod) or ""), {}).setdefault(pod["metadata"]["name"], pod)
+        return tracker
 
     def members(self, namespace: str) -> Tracker:
         """A job's members on Kubernetes are its pods."""
@@ -292,10 +302,13 @@ class Workloads:
         for namespace in sorted({ns for ns, _, _ in self._submitted}):
             wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
                                 namespace=namespace, label_selector=self.selector)
-            if owned and owned_resource is not None and (uids := sorted(self._uids.get(namespace, ()))):
+            if owned is None or owned_resource is None:
+                continue
+            uids = sorted(self._uids.get(namespace, ()))
+            for start in range(0, len(uids), UIDS_PER_SELECTOR):  # a selector of 10,000 UIDs is too long a URL
+                chosen = ",".join(uids[start:start + UIDS_PER_SELECTOR])
                 wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
-                                    namespace=namespace,
-                                    label_selector=f"{owned.job_uid_label} in ({','.join(uids)})")
+                                    namespace=namespace, label_selector=f"{owned.job_uid_label} in ({chosen})")
         for tracker in pod_watches:
             tracker.stop(wait=False)
         return leftovers

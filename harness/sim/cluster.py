@@ -121,7 +121,7 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
     if cfg.serving:
         jobs += serving.scrape_jobs(lay, cfg.ports)
         serving.prepare(lay, cfg.ports)
-    prom = files.prometheus_config(cfg.ports, token, jobs)
+    prom = files.prometheus_config(cfg.ports, token, jobs, cfg.nodes)
     (lay.root / "prometheus.yml").write_text(json.dumps(prom, indent=2))
     stack.write_configs(lay, cfg.ports, cfg.schedulers)
 

@@ -28,6 +28,7 @@ IDENTITIES: dict[str, tuple[str, ...]] = {
     "gpupoc-metrics-adapter": ("system:masters",),
 }
 SCRAPE_INTERVAL = "5s"
+LARGE_SCRAPE_INTERVAL, LARGE_SIM_NODES = "15s", 200
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,17 @@ def http_job(job: str, port: int) -> dict[str, Any]:
     return {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
 
 
-def prometheus_config(ports: Ports, token_path: Path, extra_jobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def scrape_interval(nodes: int) -> str:
+    """Every 5 s; a sim of hundreds of nodes (the scale suite's) every 15 s, as a large cluster's Prometheus."""
+    return LARGE_SCRAPE_INTERVAL if nodes >= LARGE_SIM_NODES else SCRAPE_INTERVAL
+
+
+def prometheus_config(ports: Ports, token_path: Path, extra_jobs: list[dict[str, Any]] | None = None,
+                      nodes: int = 0) -> dict[str, Any]:
     """Static 127.0.0.1 targets only: nothing scrapes a simulated pod or Service IP."""
+    interval = scrape_interval(nodes)
     return {
-        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [
             https_job("kube-apiserver", ports.apiserver, token_path),
             https_job("kube-controller-manager", ports.controller_manager, token_path),

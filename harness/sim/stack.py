@@ -62,6 +62,13 @@ def _module_dir(scheduler_module: str, pin: str) -> Path:
     return crds.module_dir(scheduler_module, pin, paths.build_root())
 
 
+# What the suites read of kube-state-metrics: at 10,000 pods (the scale suite) the rest would only be load.
+KUBE_STATE_RESOURCES = "pods,jobs"
+KUBE_STATE_METRICS = ("kube_pod_status_phase", "kube_pod_start_time", "kube_pod_completion_time",
+                      "kube_pod_container_resource_requests", "kube_pod_container_state_started",
+                      "kube_pod_deletion_timestamp", "kube_job_status_succeeded")
+
+
 def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> list[Component]:
     """The processes of the requested schedulers, plus kube-state-metrics whenever any is asked for."""
     pins = load_pins()
@@ -104,6 +111,7 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> lis
             binary("kube-state-metrics"), f"--kubeconfig={layout.component_kubeconfig('kube-state-metrics')}",
             "--host=127.0.0.1", f"--port={ports.kube_state_metrics}",
             "--telemetry-host=127.0.0.1", f"--telemetry-port={ports.kube_state_metrics_telemetry}",
+            f"--resources={KUBE_STATE_RESOURCES}", f"--metric-allowlist={','.join(KUBE_STATE_METRICS)}",
         ), f"http://127.0.0.1:{ports.kube_state_metrics}/healthz", ports.kube_state_metrics,
             known_version=f"kube-state-metrics {pins.kube_state_metrics}"))
     return result

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from harness.scale import Admission, bucket_of, depth_at_submission, figures, peak_rate, percentile
+from harness import backends
+from harness.backends.base import JOB_LABEL, GangJob
+from harness.criteria.scale.throughput import (Admission, bucket_of, depth_at_submission, depth_points, figures,
+                                               over_time, peak_rate, percentile)
+from harness.profile import Tenant
+from harness.scale import FirstAdmission
 
 
 def test_rates_latency_and_drain_of_a_steady_stream() -> None:
@@ -36,3 +43,37 @@ def test_jain_counts_only_while_every_tenant_waits() -> None:
 def test_percentile_and_peak_of_nothing() -> None:
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0 and percentile([1.0] * 5 + [9.0], 99) == 9.0
     assert peak_rate([]) == 0.0
+
+
+def test_charts_are_cumulative_per_second_and_p95_per_depth_bucket() -> None:
+    jobs = [Admission("a", 100.0, 100.4, 8), Admission("a", 100.2, 101.5, 8), Admission("a", 100.3, None, 8)]
+    series = over_time(jobs)
+    assert series["submitted"] == [(0.0, 1), (1.0, 3)] and series["admitted"] == [(1.0, 1), (2.0, 2)]
+    [(depth, p95)] = depth_points(figures(jobs, {"a": 1}))
+    assert depth == 0.0 and p95 == pytest.approx(1.3)
+    assert over_time([]) == {}
+
+
+def test_first_admission_from_replayed_events_of_job_objects_and_pods() -> None:
+    """A job counts as admitted at its first event past admission: its own object (a Kueue Workload, by owner) or a
+    pod of it bound; later events and other jobs' objects change nothing."""
+    tenant = Tenant("a", "ns-a", "sa", 1.0, 8, {})
+    jobs = [GangJob(f"s{i}-x", tenant, 1, 8) for i in range(3)]
+    first = FirstAdmission(SimpleNamespace(backend=backends.ALL["volcano"]), jobs)  # type: ignore[arg-type]
+    pending = {"metadata": {"name": "s0-x"}, "status": {"state": {"phase": "Pending"}}}
+    first._job_event("ADDED", pending)
+    assert first.at == {}
+    first._job_event("MODIFIED", {"metadata": {"name": "s0-x"}, "status": {"state": {"phase": "Running"}}})
+    first._pod_event("MODIFIED", {"metadata": {"name": "s1-x-0", "labels": {JOB_LABEL: "s1-x"}},
+                                  "spec": {"nodeName": "gpu-node-9"}, "status": {"phase": "Pending"}})
+    first._pod_event("ADDED", {"metadata": {"name": "other", "labels": {JOB_LABEL: "not-ours"}},
+                               "spec": {"nodeName": "gpu-node-9"}, "status": {"phase": "Running"}})
+    seen = dict(first.at)
+    first._job_event("MODIFIED", {"metadata": {"name": "s0-x"}, "status": {"state": {"phase": "Completed"}}})
+    assert set(seen) == {"s0-x", "s1-x"} and first.at == seen and not first.all_admitted.is_set()
+    kueue = FirstAdmission(SimpleNamespace(backend=backends.ALL["kueue"]), jobs)  # type: ignore[arg-type]
+    workload = {"metadata": {"name": "job-s2-x-1a2b3", "ownerReferences": [{"kind": "Job", "name": "s2-x"}]},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "True"},
+                                          {"type": "Admitted", "status": "True"}]}}
+    kueue._job_event("ADDED", workload)
+    assert set(kueue.at) == {"s2-x"}

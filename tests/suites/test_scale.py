@@ -1,0 +1,86 @@
+"""The scale suite on the sim, at a smoke size (50 nodes x 500 jobs, one backend: Volcano), as it runs: its figures
+and charts in the record; not run unless asked; and FAILing the throughput threshold with the measured rate when
+the scheduler is throttled (a scheduling period of 15 s, not 1 s). The full size is `bench/scale.py`'s job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from harness.record.model import load_record
+from harness.sim import cluster
+from tests.suites.test_governance import suite
+from tests.suites.test_training_sensitivity import profile_variant
+
+SMOKE = {"nodes": 50, "jobs": 500, "rate_per_s": 50, "run_for_s": 5, "cap_s": 100, "submitters": 8}
+# 50 nodes free a node per 0.1 s on average: the cluster runs at most 10 jobs/s, the scheduler must reach half
+SMOKE_THRESHOLDS = {"min_sustained_jobs_per_s": 5, "admission_p95_s": 60, "drain_within_s": 100,
+                    "min_jain_index": 0.9, "max_harness_rss_mib": 1024}
+THROTTLED_PERIOD = "15s"
+
+
+def smoke(tmp_path: Path, **changes: object) -> Path:
+    def change(data: dict[str, object]) -> None:
+        data["scale"] = {**SMOKE, **changes}
+        data["thresholds"]["scale.throughput"] = SMOKE_THRESHOLDS  # type: ignore[index]
+    return profile_variant(tmp_path, change)
+
+
+def run_scale(tmp_path: Path, run_id: str, profile: Path, *args: str) -> object:
+    return suite("suites/scale", "--backends=volcano", f"--run-id={run_id}", f"--reports-dir={tmp_path}",
+                 f"--profile={profile}", *args)
+
+
+def test_the_scale_suite_at_smoke_size_passes_with_its_figures_and_charts(tmp_path: Path,
+                                                                         sim_api: client.ApiClient) -> None:
+    result = run_scale(tmp_path, "scale", smoke(tmp_path))
+    record = load_record(tmp_path / "scale" / "record.json")
+    [found] = [r for r in record.results if r.criterion == "scale.throughput"]
+    assert found.outcome == "PASS", f"{found.message}\n{result.stdout[-3000:]}"  # type: ignore[attr-defined]
+    [ev] = found.evidence
+    notes = "\n".join(ev["notes"])
+    assert "admitted 500 of 500 jobs" in notes and "API requests" in notes and "volcano-scheduler: " in notes, notes
+    assert {c["name"] for c in ev["checks"]} == {"min_sustained_jobs_per_s", "admission_p95_s", "drain_within_s",
+                                                 "min_jain_index", "max_harness_rss_mib"}
+    assert ev["series"]["admissions"]["admitted"][-1][1] == 500
+    nodes = client.CoreV1Api(sim_api).list_node().items
+    assert len(nodes) < 10, "the nodes the scale run added are still there"
+    assert "jobs submitted and admitted over time" in (tmp_path / "scale" / "record.html").read_text()
+
+
+def test_the_scale_suite_is_not_run_unless_asked(tmp_path: Path, sim_api: client.ApiClient) -> None:
+    result = suite("suites", "--backends=volcano", "--run-id=notrun", f"--reports-dir={tmp_path}",
+                   "-k", "test_scheduler_throughput")
+    record = load_record(tmp_path / "notrun" / "record.json")
+    assert [(r.criterion, r.outcome) for r in record.results] == [("scale.throughput", "SKIP")], result.stdout[-2000:]
+    assert record.results[0].message.startswith("not run: the scale suite runs when asked"), record.results[0].message
+
+
+@pytest.fixture()
+def volcano_throttled(disrupts: Callable[[str], None]) -> Iterator[None]:
+    """Volcano's scheduler restarted with a scheduling period of 15 s (1 s is its default); its own arguments after."""
+    disrupts("volcano-scheduler")
+    argv = tuple(cluster.component_argv("volcano-scheduler"))
+    cluster.stop_component("volcano-scheduler", say=lambda _: None)
+    cluster.start_component("volcano-scheduler", say=lambda _: None,
+                            argv=(*argv, f"--schedule-period={THROTTLED_PERIOD}"))
+    try:
+        yield
+    finally:
+        cluster.stop_component("volcano-scheduler", say=lambda _: None)
+        cluster.start_component("volcano-scheduler", say=lambda _: None, argv=argv)
+
+
+def test_throughput_fails_with_the_measured_rate_when_the_scheduler_is_throttled(
+        tmp_path: Path, sim_api: client.ApiClient, volcano_throttled: None) -> None:
+    # each 15 s cycle fills the 30 nodes with 5 s jobs, which then stand idle: about 2 jobs/s, not 10
+    result = run_scale(tmp_path, "throttled", smoke(tmp_path, nodes=30, jobs=200, cap_s=50))
+    record = load_record(tmp_path / "throttled" / "record.json")
+    [found] = [r for r in record.results if r.criterion == "scale.throughput"]
+    assert found.outcome == "FAIL", f"{found.message}\n{result.stdout[-3000:]}"  # type: ignore[attr-defined]
+    assert "measured min_sustained_jobs_per_s: " in found.message, found.message
+    rate = float(found.message.split("min_sustained_jobs_per_s: ")[1].split("/s")[0])
+    assert rate < SMOKE_THRESHOLDS["min_sustained_jobs_per_s"], found.message
