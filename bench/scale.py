@@ -40,7 +40,7 @@ def one_run(target: Target, profile: Profile, backend: backends.Backend, spec: S
             leftovers = workloads.close()
             print(f"deleted the run's objects in {time.monotonic() - started:.0f}s"
                   + "".join(f"\nleft behind: {line}" for line in leftovers))
-    result = figures(run.admissions, {t.name: t.weight for t in profile.tenants})
+    result = figures(run.admissions, {t.name: t.weight for t in profile.tenants}, until=run.ended_at)
     print(f"backend {backend.name}, {nodes} nodes x {profile.gpu.per_node} GPUs, {spec.jobs} jobs of "
           f"{spec.run_for_s:g}s, {spec.rate_per_s:g}/s asked, on {len(os.sched_getaffinity(0))} cores"
           + (f"; the {spec.cap_s:.0f}s cap ended the wait" if run.capped else "") + ":")

@@ -90,8 +90,9 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
     try:
         if target.kind == "sim" and spec.nodes > have:
             started = time.monotonic()
-            added = nodes.add_nodes(core, spec.nodes - have, GpuSpec(count=profile.gpu.per_node))
-            nodes.wait_nodes_ready(core, added, timeout_s=max(120.0, spec.nodes / 2))
+            with target.seam.requests.not_the_runners():  # the sim's own nodes: not the runner's job
+                added = nodes.add_nodes(core, spec.nodes - have, GpuSpec(count=profile.gpu.per_node))
+                nodes.wait_nodes_ready(core, added, timeout_s=max(120.0, spec.nodes / 2))
             say(f"added {len(added)} simulated GPU nodes in {time.monotonic() - started:.1f}s")
         total = have + len(added)
         if apply_model:
@@ -104,7 +105,8 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
             with target.seam.requests.not_the_runners():
                 apply_queue_model(target, profile, say=lambda _: None, slurm=False)
         if added:
-            nodes.remove_nodes(core, added)
+            with target.seam.requests.not_the_runners():
+                nodes.remove_nodes(core, added)
 
 
 class FirstAdmission:
@@ -147,6 +149,7 @@ class ScaleRun:
     submit_s: float     # from the first submission to the last
     wall_s: float       # from the first submission to the end of observation
     capped: bool        # the cap ended the wait before every job was admitted
+    ended_at: float     # when observation ended (epoch seconds)
 
 
 def whole_node_jobs(workloads: Workloads, profile: Profile, spec: ScaleSpec) -> list[GangJob]:
@@ -195,7 +198,7 @@ def run_scenario(workloads: Workloads, profile: Profile, spec: ScaleSpec, nodes_
         first.all_admitted.wait(min(PROGRESS_S, max(0.0, deadline - time.monotonic())))
     wall = time.monotonic() - started
     admissions = [Admission(job.tenant.name, sent[job.name], first.at.get(job.name), job.gpus) for job in jobs]
-    return ScaleRun(admissions, nodes_, submit_s, wall, capped=not first.all_admitted.is_set())
+    return ScaleRun(admissions, nodes_, submit_s, wall, capped=not first.all_admitted.is_set(), ended_at=time.time())
 
 
 def process_figures(prometheus: Prometheus, components: tuple[str, ...], seconds: int) -> list[str]:

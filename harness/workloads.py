@@ -17,7 +17,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
-from harness.apply import apply_objects
+from harness.apply import apply_objects, dynamic_client
 from harness.backends import Backend, GangJob, JobStatus
 from harness.backends.base import created_at, job_of, pod_state
 from harness.criteria.governance.audit import Submitted
@@ -181,7 +181,7 @@ class Workloads:
         applied = apply_objects(api, manifests)
         self._uids.setdefault(namespace, set()).update(o.metadata.uid for o in applied)
         who = service_account_user(job.tenant) if self.submitter is not None and not job.tenant.context else ""
-        dynamic = DynamicClient(self.api)
+        dynamic = dynamic_client(self.api)
         for obj in applied:
             resource = _resource(dynamic, obj.apiVersion, obj.kind)
             stamp = created_at(obj.to_dict())
@@ -207,7 +207,7 @@ class Workloads:
     def delete(self, job: GangJob) -> None:
         """Delete the job's objects (ours: created and labelled by this test), pods in the background."""
         self._deleted.add(job.name)
-        dynamic = DynamicClient(self.api)
+        dynamic = dynamic_client(self.api)
         for manifest in self.backend.manifests(job):
             resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
             resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
@@ -281,7 +281,7 @@ class Workloads:
         for tracker in self._trackers.values():
             if tracker not in pod_watches:  # the pods' watches see them go: when each stopped holding its GPUs
                 tracker.stop(wait=False)  # each ends within one watch chunk, in the background
-        dynamic = DynamicClient(self.api)
+        dynamic = dynamic_client(self.api)
         for namespace, api_version, kind in sorted(self._submitted):
             dynamic.resources.get(api_version=api_version, kind=kind).delete(
                 namespace=namespace, label_selector=self.selector, propagation_policy="Background")

@@ -36,6 +36,7 @@ def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_d
         "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "enableClusterQueueResources": True},
         "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
+        "clientConnection": {"qps": 300, "burst": 600},  # Kueue's defaults (20, 30) would set the pace at 50 jobs/s
         "internalCertManagement": {"enable": False},
         "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},

@@ -16,7 +16,7 @@ from kubernetes import client
 from harness.apply import apply_objects
 from harness.errors import ConfigError
 from harness.sim import crds, files, kueue, paths, pki
-from harness.sim.components import Component, Layout, binary
+from harness.sim.components import CLIENT_RATE, Component, Layout, binary
 from harness.sim.config import Ports
 from harness.sim.versions import Pins, load_pins
 
@@ -94,6 +94,7 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> lis
         result.append(Component("volcano-controller-manager", (
             binary("volcano-controller-manager"), f"--kubeconfig={layout.component_kubeconfig('volcano')}",
             f"--controllers={VOLCANO_CONTROLLERS}", "--scheduler-name=volcano", "--leader-elect=false", "--enable-healthz=true", "--enable-metrics=true",
+            *CLIENT_RATE,  # its default 50 requests/s would pace the scale suite's 50 jobs/s
             f"--healthz-address=127.0.0.1:{ports.volcano_controllers_health}",
             f"--listen-address=127.0.0.1:{ports.volcano_controllers_metrics}",
         ), f"http://127.0.0.1:{ports.volcano_controllers_health}/healthz", ports.volcano_controllers_health,

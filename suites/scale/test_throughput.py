@@ -41,7 +41,7 @@ def test_scheduler_throughput(target: Target, backend: Backend, queue_model: Pro
             counter.counting():
         run = scale.run_scenario(workloads, profile, spec, nodes, say=ev.note)
         workloads.close()  # before the added nodes go: their pods would otherwise wait for the pod GC
-    result = figures(run.admissions, {t.name: t.weight for t in profile.tenants})
+    result = figures(run.admissions, {t.name: t.weight for t in profile.tenants}, until=run.ended_at)
     ev.expect("min_sustained_jobs_per_s", round(result.sustained_per_s, 2))
     ev.expect("admission_p95_s", round(result.latency_s["p95"], 2) if result.latency_s else None)
     ev.expect("drain_within_s", None if result.drain_s is None else round(result.drain_s, 1))

@@ -8,8 +8,8 @@ import pytest
 
 from harness import backends
 from harness.backends.base import JOB_LABEL, GangJob
-from harness.criteria.scale.throughput import (Admission, bucket_of, depth_at_submission, depth_points, figures,
-                                               over_time, peak_rate, percentile)
+from harness.criteria.scale.throughput import (Admission, bucket_of, busy_s, depth_at_submission, depth_points,
+                                               figures, over_time, peak_rate, percentile)
 from harness.profile import Tenant
 from harness.scale import FirstAdmission
 
@@ -18,7 +18,7 @@ def test_rates_latency_and_drain_of_a_steady_stream() -> None:
     # 100 jobs submitted one per 0.1 s, each admitted 2 s later: 10 jobs/s sustained, latency 2 s throughout
     jobs = [Admission("team-a" if i % 2 else "team-b", 1000 + i / 10, 1002 + i / 10, 8) for i in range(100)]
     found = figures(jobs, {"team-a": 1, "team-b": 1})
-    assert found.admitted == 100 and found.sustained_per_s == pytest.approx(10.0)
+    assert found.admitted == 100 and found.sustained_per_s == pytest.approx(100 / 11.9)  # some job waited 11.9 s
     assert found.peak_per_s == pytest.approx(51 / 5)  # 51 admissions fit in a closed 5 s window
     assert found.latency_s == {"p50": pytest.approx(2.0), "p95": pytest.approx(2.0), "p99": pytest.approx(2.0)}
     assert found.drain_s == pytest.approx(11.9)
@@ -77,3 +77,11 @@ def test_first_admission_from_replayed_events_of_job_objects_and_pods() -> None:
                                           {"type": "Admitted", "status": "True"}]}}
     kueue._job_event("ADDED", workload)
     assert set(kueue.at) == {"s2-x"}
+
+
+def test_sustained_rate_is_over_the_time_jobs_waited_so_one_burst_is_not_a_high_rate() -> None:
+    # a throttled scheduler: nothing for 38 s, then 29 jobs at once, 171 never admitted before the end at 45 s
+    jobs = ([Admission("a", 1000 + i / 50, 1038 + i / 1000, 8) for i in range(29)]
+            + [Admission("a", 1000.6 + i / 50, None, 8) for i in range(171)])
+    assert figures(jobs, {"a": 1}, until=1045).sustained_per_s == pytest.approx(29 / 45)
+    assert busy_s([Admission("a", 0, 10, 8), Admission("a", 2, 4, 8), Admission("a", 20, 25, 8)], 30) == 15

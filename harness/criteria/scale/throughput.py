@@ -18,7 +18,7 @@ CRITERION = register(Criterion(
     "With N GPU nodes and M whole-node jobs submitted at a fixed rate across the tenants, the scheduler admits "
     "jobs fast enough, admission latency stays bounded as the queue deepens, the queue drains within the cap, "
     "the tenants' shares stay fair, and the harness keeps up (its own memory bounded).",
-    (Threshold("min_sustained_jobs_per_s", "jobs admitted per second, first to last admission", AT_LEAST, "/s"),
+    (Threshold("min_sustained_jobs_per_s", "jobs admitted per second while some job waited", AT_LEAST, "/s"),
      Threshold("admission_p95_s", "95th percentile submission-to-admission seconds", AT_MOST, " s"),
      Threshold("drain_within_s", "first submission to last admission, every job admitted", AT_MOST, " s"),
      Threshold("min_jain_index", "Jain's index of the tenants' admitted GPUs against their weights while all "
@@ -56,8 +56,8 @@ class Figures:
     def lines(self) -> list[str]:
         latency = ", ".join(f"{k} {v:.2f} s" for k, v in self.latency_s.items())
         depth = "; ".join(f"depth {b}: {n} jobs, p95 {p:.2f} s" for b, n, p in self.latency_by_depth)
-        return [f"admitted {self.admitted} of {self.jobs} jobs; {self.sustained_per_s:.1f} jobs/s sustained, "
-                f"{self.peak_per_s:.1f} jobs/s peak ({PEAK_WINDOW_S:g} s windows)",
+        return [f"admitted {self.admitted} of {self.jobs} jobs; {self.sustained_per_s:.1f} jobs/s sustained (over the "
+                f"time some job waited), {self.peak_per_s:.1f} jobs/s peak ({PEAK_WINDOW_S:g} s windows)",
                 f"admission latency: {latency or 'none'}",
                 f"latency against queue depth at submission: {depth or 'none'}",
                 f"drained in {self.drain_s:.1f} s" if self.drain_s is not None else "not drained",
@@ -127,11 +127,24 @@ def depth_points(result: Figures) -> list[tuple[float, float]]:
     return [(float(bucket.split("-")[0].rstrip("+")), p95) for bucket, _, p95 in result.latency_by_depth]
 
 
-def figures(jobs: Sequence[Admission], weights: dict[str, float]) -> Figures:
+def busy_s(jobs: Sequence[Admission], until: float) -> float:
+    """Seconds during which some job was waiting (submitted, not yet admitted; a job never admitted waits until
+    `until`): the time the scheduler had work, over which its rate is taken."""
+    intervals = sorted((j.submitted, j.admitted if j.admitted is not None else until) for j in jobs)
+    total, reach = 0.0, -math.inf
+    for start, end in intervals:
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def figures(jobs: Sequence[Admission], weights: dict[str, float], until: float | None = None) -> Figures:
+    """`until`: when observation ended (default: the last admission)."""
     done = [j for j in jobs if j.admitted is not None]
     times = [j.admitted for j in done if j.admitted is not None]
     waits = [j.admitted - j.submitted for j in done if j.admitted is not None]
-    span = (max(times) - min(times)) if len(times) > 1 else 0.0
+    busy = busy_s(jobs, until if until is not None else max(times, default=0.0)) if jobs else 0.0
     by_bucket: dict[str, list[float]] = {}
     for job, depth in zip(jobs, depth_at_submission(jobs)):
         if job.admitted is not None:
@@ -139,7 +152,7 @@ def figures(jobs: Sequence[Admission], weights: dict[str, float]) -> Figures:
     order = {bucket_of(b): i for i, b in enumerate(DEPTH_BUCKETS)}
     return Figures(
         jobs=len(jobs), admitted=len(done),
-        sustained_per_s=(len(times) - 1) / span if span else 0.0,
+        sustained_per_s=len(times) / busy if busy > 0 else 0.0,
         peak_per_s=peak_rate(times),
         latency_s={f"p{q}": percentile(waits, q) for q in (50, 95, 99)} if waits else {},
         latency_by_depth=[(b, len(v), percentile(v, 95)) for b, v in sorted(by_bucket.items(),
