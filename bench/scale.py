@@ -35,13 +35,18 @@ def one_run(target: Target, profile: Profile, backend: backends.Backend, spec: S
                               profile.timeouts.delete, target.seam.as_tenant, simulated=True)
         try:
             run = scale.run_scenario(workloads, profile, spec, nodes)
+            report(target, profile, backend, spec, run, counter)  # before the clean-up, which can take minutes
         finally:
             started = time.monotonic()
             leftovers = workloads.close()
             print(f"deleted the run's objects in {time.monotonic() - started:.0f}s"
                   + "".join(f"\nleft behind: {line}" for line in leftovers))
+
+
+def report(target: Target, profile: Profile, backend: backends.Backend, spec: ScaleSpec, run: scale.ScaleRun,
+           counter: scale.RequestCount) -> None:
     result = figures(run.admissions, {t.name: t.weight for t in profile.tenants}, until=run.ended_at)
-    print(f"backend {backend.name}, {nodes} nodes x {profile.gpu.per_node} GPUs, {spec.jobs} jobs of "
+    print(f"backend {backend.name}, {run.nodes} nodes x {profile.gpu.per_node} GPUs, {spec.jobs} jobs of "
           f"{spec.run_for_s:g}s, {spec.rate_per_s:g}/s asked, on {len(os.sched_getaffinity(0))} cores"
           + (f"; the {spec.cap_s:.0f}s cap ended the wait" if run.capped else "") + ":")
     for line in result.lines():

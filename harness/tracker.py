@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
 from harness import progress
+from harness.apply import dynamic_client
 from harness.errors import HarnessError, WaitTimeout
 from harness.timeline import Timeline, Transition
 from harness.wait import RELIST, SYNCED, ApiSource, Source, WaitFailed, events
@@ -37,7 +37,8 @@ class Tracker:
                  server_time: Callable[[dict[str, Any]], datetime | None] = lambda _: None,
                  timeline: Timeline | None = None, source: Source | None = None) -> None:
         self.kind = kind
-        self._source = source or ApiSource(DynamicClient(api).resources.get(api_version=api_version, kind=kind).get)
+        self._source = source or ApiSource(dynamic_client(api).resources.get(api_version=api_version, kind=kind).get,
+                                           raw=True)
         self._kwargs = {k: v for k, v in (("namespace", namespace), ("label_selector", label_selector)) if v}
         self._describe, self._server_time = describe, server_time
         self.timeline = timeline if timeline is not None else Timeline()

@@ -89,6 +89,8 @@ def test_seam_retries_only_what_is_transient_and_watches_read_longer() -> None:
     assert not settled_by_retry("POST", 409, retried=False) and not settled_by_retry("PATCH", 404, retried=True)
     assert read_timeout("https://h/api/v1/pods?watch=true&timeoutSeconds=300", 20) == 315
     assert read_timeout("https://h/api/v1/pods?limit=5", 20) == 20
+    assert read_timeout("https://h/apis/batch/v1/namespaces/a/jobs?labelSelector=x%3Dy", 20, "DELETE") == 300
+    assert read_timeout("https://h/apis/batch/v1/namespaces/a/jobs/j1", 20, "DELETE") == 20
     assert issubclass(ApiUnavailable, HarnessError)
 
 
