@@ -145,9 +145,14 @@ def read_timeout(url: str, default_s: float, method: str = "GET") -> float:
     found = _WATCH_TIMEOUT.search(url)
     if found and "watch=true" in url:
         return float(found.group(1)) + WATCH_READ_MARGIN_S
-    if method == "DELETE" and "labelSelector=" in url:
+    if is_collection_delete(method, url):
         return max(default_s, COLLECTION_DELETE_READ_S)
     return default_s
+
+
+def is_collection_delete(method: str, url: str) -> bool:
+    """Pure: a DELETE of every object a selector picks (one request, however many objects)."""
+    return method == "DELETE" and "labelSelector=" in url
 
 
 @dataclass
@@ -193,6 +198,9 @@ class SeamTransport:
     def request(self, method: str, url: str, headers: Any = None, body: Any = None, post_params: Any = None,
                 _request_timeout: Any = None) -> Any:
         timeout = _request_timeout or (CONNECT_TIMEOUT_S, read_timeout(url, self.read_timeout_s, method))
+        # the API server ends a request after 60 s, partway through a big collection: asking again deletes the rest
+        collection = is_collection_delete(method, url)
+        budget_s = max(self.budget_s, COLLECTION_DELETE_READ_S) if collection else self.budget_s
         if self.seen is not None:
             self.seen.add(method, url, headers)
         started = time.monotonic()
@@ -217,7 +225,7 @@ class SeamTransport:
                     raise exc
                 if status == HTTP_FORBIDDEN and self.seen is not None and "Impersonate-User" not in (headers or {}):
                     raise PermissionMissing(response, method, url)  # the runner's own request, not a tenant's
-                if first_failure is not None:
+                if first_failure is not None and not collection:  # a collection asked again is no outage
                     self.log.add(Outage(_wall(first_failure), time.time(), retries, cause))
                 if status is not None and settled_by_retry(method, status, retries > 0):
                     return self._settled(method, url, headers, body, timeout, response)
@@ -226,10 +234,10 @@ class SeamTransport:
                 response.read()  # give the connection back to the pool before retrying
             first_failure = first_failure if first_failure is not None else time.monotonic()
             cause = failure
-            if time.monotonic() - started >= self.budget_s:
+            if time.monotonic() - started >= budget_s:
                 self.log.add(Outage(_wall(first_failure), time.time(), retries, cause, bridged=False))
                 raise ApiUnavailable(f"API server {method} {_path(url)}: {cause} for {time.monotonic() - started:.0f}s "
-                                     f"(retry budget {self.budget_s:.0f}s, {retries} retries); "
+                                     f"(retry budget {budget_s:.0f}s, {retries} retries); "
                                      "check that the API server is running and reachable") from exc
             time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
             retries += 1
