@@ -9,7 +9,8 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
@@ -360,6 +361,20 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
         _end_fault(lay, name)
     say(f"started {name} (pid {pid})")
     return pid
+
+
+@contextmanager
+def started_with_extra_args(name: str, *extra: str, say: Say = print) -> Iterator[None]:
+    """The component restarted with `extra` arguments for the block (a misconfiguration on purpose), then with its
+    own again, whatever the block did."""
+    argv = tuple(component_argv(name))
+    stop_component(name, say)
+    start_component(name, say, argv=(*argv, *extra))
+    try:
+        yield
+    finally:
+        stop_component(name, say)
+        start_component(name, say, argv=argv)
 
 
 def restart_component(name: str, say: Say = print) -> int:

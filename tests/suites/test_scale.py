@@ -64,15 +64,9 @@ def test_the_scale_suite_is_not_run_unless_asked(tmp_path: Path, sim_api: client
 def volcano_throttled(disrupts: Callable[[str], None]) -> Iterator[None]:
     """Volcano's scheduler restarted with a scheduling period of 20 s (1 s is its default); its own arguments after."""
     disrupts("volcano-scheduler")
-    argv = tuple(cluster.component_argv("volcano-scheduler"))
-    cluster.stop_component("volcano-scheduler", say=lambda _: None)
-    cluster.start_component("volcano-scheduler", say=lambda _: None,
-                            argv=(*argv, f"--schedule-period={THROTTLED_PERIOD}"))
-    try:
+    with cluster.started_with_extra_args("volcano-scheduler", f"--schedule-period={THROTTLED_PERIOD}",
+                                         say=lambda _: None):
         yield
-    finally:
-        cluster.stop_component("volcano-scheduler", say=lambda _: None)
-        cluster.start_component("volcano-scheduler", say=lambda _: None, argv=argv)
 
 
 def test_throughput_fails_with_the_measured_rate_when_the_scheduler_is_throttled(

@@ -186,15 +186,9 @@ def test_queue_isolation_fails_on_slurm_when_a_user_may_use_the_other_tenants_ac
 @pytest.fixture()
 def slurm_exporter_without_its_queue_collector(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
     """The exporter restarted without the collector of jobs per account (squeue); its own arguments afterwards."""
-    argv = tuple(cluster.component_argv("slurm-exporter"))
-    cluster.stop_component("slurm-exporter", say=lambda _: None)
-    cluster.start_component("slurm-exporter", say=lambda _: None,
-                            argv=(*argv, "--collectors=nodes,fairshare,limits,accounting"))
-    try:
+    with cluster.started_with_extra_args("slurm-exporter", "--collectors=nodes,fairshare,limits,accounting",
+                                         say=lambda _: None):
         yield
-    finally:
-        cluster.stop_component("slurm-exporter", say=lambda _: None)
-        cluster.start_component("slurm-exporter", say=lambda _: None, argv=argv)
 
 
 def test_monitoring_coverage_fails_on_slurm_naming_the_series_its_exporter_no_longer_exports(
