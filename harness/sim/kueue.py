@@ -37,12 +37,13 @@ def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_d
         "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         # As Kueue's shipped configuration (config/components/manager/controller_manager_config.yaml): without it
-        # each controller runs one worker at 20 requests/s, and a deep queue waits on the Job reconciler, not on
-        # admission (measured: 1,000 of 10,000 admitted Workloads waiting for their Jobs to be unsuspended)
+        # each controller runs one worker (controller-runtime's default), and a deep queue waits on the Job
+        # reconciler, not on admission (measured: 1,000 of 10,000 admitted Workloads waiting for their Jobs to be
+        # unsuspended)
         "controller": {"groupKindConcurrency": {
             "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
             "Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
-        "clientConnection": {"qps": 300, "burst": 500},
+        "clientConnection": {"qps": 300, "burst": 500},  # also v0.19.2's default (apis/config/v1beta2/defaults.go)
         "internalCertManagement": {"enable": False},
         "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
