@@ -34,11 +34,11 @@ from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE
 from harness.errors import ConfigError, HarnessError, Refused
 from harness.profile import Tenant
 from harness.record.samples import Samples
+from harness.slurm_api import LEGACY, chosen, job_description, job_submit_body, legacy_answer
 from harness.timeline import Timeline
 from harness.tracker import Objects, Tracker
 from harness.wait import as_field, poll
 
-API = "v0.0.38"
 POLL_S = 0.25
 REQUEST_TIMEOUT_S = 10.0
 HTTP_UNAUTHORIZED = 401
@@ -86,15 +86,16 @@ def _iso(epoch: Any) -> str | None:
     return found.isoformat().replace("+00:00", "Z") if found else None
 
 
-def job_object(job: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """A Slurm job (slurmrestd's view) as the harness's job object: name, namespace (its tenant's), state, times."""
+def job_object(job: dict[str, Any], namespace: str, version: str = LEGACY) -> dict[str, Any]:
+    """A Slurm job (slurmrestd's view, in v0.0.38's shape) as the harness's job object: name, namespace (its
+    tenant's), state, times; `version`: the openapi version spoken."""
     status = {"state": job.get("job_state", ""), "reason": job.get("state_reason", ""),
               "submitTime": _iso(job.get("submit_time")), "startTime": _iso(job.get("start_time")),
               "endTime": _iso(job.get("end_time")), "nodes": job.get("nodes", ""), "jobId": job.get("job_id"),
               "account": job.get("account", ""), "user": job.get("user_name", ""), "qos": job.get("qos", ""),
               "restarts": job.get("restart_cnt", 0), "nodeCount": job.get("node_count", 0),
               "exitCode": job.get("exit_code")}
-    return _versioned({"apiVersion": f"slurm/{API}", "kind": JOB_KIND,
+    return _versioned({"apiVersion": f"slurm/{version}", "kind": JOB_KIND,
                        "metadata": {"name": job.get("name", ""), "namespace": namespace, "uid": str(job.get("job_id")),
                                     "labels": {JOB_LABEL: job.get("name", "")},
                                     "creationTimestamp": status["submitTime"]},
@@ -189,31 +190,49 @@ class SlurmSite:
     fail_node: Callable[[str, str], None] | None = None  # (node, reason): the sim's; a site's nodes are not failed
     # (job ids, timeout): end those jobs' batch scripts on their nodes, slurmctld or not (the sim's)
     end_jobs: Callable[[list[int], float], None] | None = None
+    api: str = ""  # the openapi version to speak (GPUPOC_SLURM_API); '' the newest both it and the harness speak
 
 
 class SlurmRest:
-    """slurmrestd's openapi/v0.0.38, as `user` with that user's JWT."""
+    """slurmrestd's openapi (the version chosen on first use: harness.slurm_api), as `user` with that user's JWT;
+    answers come back in v0.0.38's shape, whichever version was spoken."""
 
     def __init__(self, site: SlurmSite) -> None:
         self.site = site
         self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self._jobs: tuple[float, list[dict[str, Any]]] = (0.0, [])
+        self._version = ""
+
+    @property
+    def version(self) -> str:
+        """The openapi version spoken: read from slurmrestd's OpenAPI document on first use."""
+        if not self._version:
+            self._version = chosen(self._authorised("GET", "openapi/v3", "openapi/v3", self.site.admin_user, None),
+                                   self.site.api)
+        return self._version
 
     def request(self, method: str, path: str, user: str, body: dict[str, Any] | None = None,
                 db: bool = False) -> dict[str, Any]:
-        """`db`: slurmdbd's side of the API (/slurmdb/...), else slurmctld's (/slurm/...). A token refused (401:
-        expired) is fetched afresh once."""
+        """`db`: slurmdbd's side of the API (/slurmdb/...), else slurmctld's (/slurm/...). `body` as the version
+        spoken reads it (harness.slurm_api writes v0.0.38's bodies so)."""
+        where = f"{'slurmdb' if db else 'slurm'}/{self.version}/{path}"
+        return legacy_answer(self._authorised(method, where, path, user, body), self.version, db)
+
+    def _authorised(self, method: str, where: str, path: str, user: str,
+                    body: dict[str, Any] | None) -> dict[str, Any]:
+        """A token refused (401: expired) is fetched afresh once."""
         try:
-            return self._request(method, path, user, body, db)
+            return self._request(method, where, path, user, body)
         except _Unauthorized:
             self._tokens.pop(user, None)
-            return self._request(method, path, user, body, db)
+            return self._request(method, where, path, user, body)
 
-    def _request(self, method: str, path: str, user: str, body: dict[str, Any] | None, db: bool) -> dict[str, Any]:
+    def _request(self, method: str, where: str, path: str, user: str,
+                 body: dict[str, Any] | None) -> dict[str, Any]:
         if user not in self._tokens:
             self._tokens[user] = self.site.token_for(user)
-        request = urllib.request.Request(f"{self.site.url}/{'slurmdb' if db else 'slurm'}/{API}/{path}", method=method,
+        request = urllib.request.Request(f"{self.site.url}/{where}", method=method,
                                          data=json.dumps(body).encode() if body is not None else None,
                                          headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self._tokens[user],
                                                   "Content-Type": "application/json"})
@@ -358,8 +377,9 @@ class SlurmJobs:
             **({"qos": qos_of(job.priority_class)} if job.priority_class else {})}}
         self.jobs(job.tenant.namespace)  # watched from before it exists: its first state is its submission
         self.members(job.tenant.namespace)
-        self.samples.add(body, f"slurmrestd POST job/submit as {job.tenant.identity}", kind="Slurm job")
-        answer = self.rest.request("POST", "job/submit", job.tenant.identity, body)
+        sent = job_submit_body(body, self.rest.version)
+        self.samples.add(sent, f"slurmrestd POST job/submit as {job.tenant.identity}", kind="Slurm job")
+        answer = self.rest.request("POST", "job/submit", job.tenant.identity, sent)
         self._ids[job.name] = int(answer["job_id"])
         self._jobs[job.name] = job
         self._owners[job.name] = job.tenant.identity
@@ -377,7 +397,7 @@ class SlurmJobs:
             by_name: dict[str, list[dict[str, Any]]] = {}
             for record in self._mine(namespace):
                 by_name.setdefault(str(record.get("name", "")), []).append(record)
-            return [job_object(merged(records), namespace) for records in by_name.values()]
+            return [job_object(merged(records), namespace, self.rest.version) for records in by_name.values()]
         return self._tracker(namespace, JOB_KIND, read)
 
     def members(self, namespace: str) -> Tracker:
@@ -405,6 +425,7 @@ class SlurmJobs:
         if self.rest.site.fail_node and node:
             self.rest.site.fail_node(node, f"gpupoc: {member['metadata']['name']} failed on request")
             return f"node {node} of Slurm job {self._ids[name]} ({name}) set DOWN (scontrol): its node failed"
+        # the signal by name in the query: as every version spoken reads it (data_parser: SIGNAL)
         self.rest.request("DELETE", f"job/{self._ids[name]}?signal=USR1", self._owners[name])
         return (f"signalled Slurm job {self._ids[name]} ({name}) with SIGUSR1 through slurmrestd: its batch script "
                 f"exits {FAIL_EXIT}")
@@ -434,7 +455,8 @@ class SlurmJobs:
         result = []
         for action, expected, method, path, body, db in tries:
             try:
-                answer = self.rest.request(method, path, me.identity, body, db=db)
+                answer = self.rest.request(method, path, me.identity,
+                                           None if body is None else job_description(body, self.rest.version), db=db)
                 found = answer.get("jobs")  # a read that PrivateData hides answers no job, not an error
                 outcome, said = (REFUSED, "no job in the answer") if method == "GET" and not found else \
                     (ALLOWED, "done")
@@ -517,7 +539,7 @@ class SlurmJobs:
         key = (namespace, kind)
         if key not in self._trackers:
             jobs = kind == JOB_KIND  # the timeline speaks the harness's states, as for any backend
-            self._trackers[key] = Tracker(None, f"slurm/{API}", kind, namespace,
+            self._trackers[key] = Tracker(None, f"slurm/{self.rest.version}", kind, namespace,
                                           describe=(lambda o: status_of(o).state) if jobs else pod_state,
                                           server_time=(lambda o: status_of(o).admitted_at) if jobs else (lambda _: None),
                                           timeline=self.timeline, source=PollSource(read)).start()

@@ -19,6 +19,7 @@ from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PR
                                    GangJob, JobStatus, Monitoring, PreemptionCounter, Series, WaitHistogram)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Profile, Tenant
+from harness import slurm_api
 from harness import slurm as jobs_api  # the module (harness.slurm imports harness.backends.base: no names here)
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ def site_site() -> SlurmSite | None:
             raise ConfigError(f"no Slurm token for user {user}: put it in {path} ({TOKENS_ENV})")
         return path.read_text().strip()
     return jobs_api.SlurmSite(url.rstrip("/"), token_for, os.environ.get("GPUPOC_SLURM_PARTITION", "gpu"),
-                     admin_user=os.environ.get("GPUPOC_SLURM_READER", "root"))
+                     admin_user=os.environ.get("GPUPOC_SLURM_READER", "root"),
+                     api=os.environ.get(slurm_api.API_ENV, ""))
 
 
 class SlurmBackend(Capabilities):
@@ -143,7 +145,7 @@ class SlurmBackend(Capabilities):
         raise HarnessError(NOT_KUBERNETES)
 
     def tracked_kind(self) -> tuple[str, str]:
-        return f"slurm/{jobs_api.API}", jobs_api.JOB_KIND
+        return f"slurm/{self.rest().version}", jobs_api.JOB_KIND
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return jobs_api.status_of(obj)
