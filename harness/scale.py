@@ -187,7 +187,8 @@ def run_scenario(workloads: Workloads, profile: Profile, spec: ScaleSpec, nodes_
     say(f"submitted {len(jobs)} jobs in {submit_s:.1f}s ({len(jobs) / max(submit_s, 1e-9):.1f}/s; asked "
         f"{spec.rate_per_s:g}/s, {spec.submitters} at once)")
     deadline = started + spec.cap_s
-    waiting = progress.Waiting(f"{len(jobs)} jobs admitted", spec.cap_s)
+    # the cap counts from the first submission: what is left of it once the last job is in
+    waiting = progress.Waiting(f"{len(jobs)} jobs admitted", max(0.0, deadline - time.monotonic()))
     while not first.all_admitted.is_set() and time.monotonic() < deadline:
         for namespace in namespaces:
             for tracker in (workloads.jobs(namespace), workloads.pods(namespace)):

@@ -30,6 +30,7 @@ from kubernetes import client, config as kube_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.client import rest
 
+from harness import progress
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Tenant
 from harness.rbac import Request, impersonation_of, request_of
@@ -40,6 +41,8 @@ CONNECT_TIMEOUT_S = 5.0
 DEFAULT_READ_TIMEOUT_S = 20.0
 DEFAULT_RETRY_BUDGET_S = 30.0
 COLLECTION_DELETE_READ_S = 300.0  # measured: 10,000 Jobs on the sim's saturated API server took over 40 s
+# asked again while the API server ends each try at 60 s: 10,000 KAI PodGroups took over 300 s (5 tries) to go
+COLLECTION_DELETE_BUDGET_S = 900.0
 WATCH_READ_MARGIN_S = 15.0  # a watch may be idle for its whole timeoutSeconds; read a little longer
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
 _WATCH_TIMEOUT = re.compile(r"[?&]timeoutSeconds=(\d+)")
@@ -200,7 +203,8 @@ class SeamTransport:
         timeout = _request_timeout or (CONNECT_TIMEOUT_S, read_timeout(url, self.read_timeout_s, method))
         # the API server ends a request after 60 s, partway through a big collection: asking again deletes the rest
         collection = is_collection_delete(method, url)
-        budget_s = max(self.budget_s, COLLECTION_DELETE_READ_S) if collection else self.budget_s
+        budget_s = max(self.budget_s, COLLECTION_DELETE_BUDGET_S) if collection else self.budget_s
+        waiting = progress.Waiting(f"DELETE {_path(url)}", budget_s) if collection else None
         if self.seen is not None:
             self.seen.add(method, url, headers)
         started = time.monotonic()
@@ -234,6 +238,8 @@ class SeamTransport:
                 response.read()  # give the connection back to the pool before retrying
             first_failure = first_failure if first_failure is not None else time.monotonic()
             cause = failure
+            if waiting is not None:
+                waiting.tick(lambda: f"asked {retries + 1} times, the last ended by {cause}")
             if time.monotonic() - started >= budget_s:
                 self.log.add(Outage(_wall(first_failure), time.time(), retries, cause, bridged=False))
                 raise ApiUnavailable(f"API server {method} {_path(url)}: {cause} for {time.monotonic() - started:.0f}s "

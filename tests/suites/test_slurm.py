@@ -114,6 +114,15 @@ def test_preemption_fails_on_slurm_when_the_high_qos_cannot_preempt(
                    args=(f"--profile={profile_variant(tmp_path, short_admit_timeout)}",))
 
 
+def test_queue_classes_fail_on_slurm_when_the_session_qos_cannot_preempt_training(
+        slurm: sim_slurm.SlurmLayout, reference_slurm_model_afterwards: None) -> None:
+    """A Slurm workload class is its QOS: a high QOS that may not preempt low leaves the interactive session waiting
+    behind training that fills the cluster (the wait ends at twice the threshold, 60 s, a lower bound)."""
+    sim_slurm.sacctmgr(slurm, "modify", "qos", "where", "name=high", "set", "preempt=")
+    fails_on_slurm("suites/governance/test_queue_classes.py",
+                   "governance.queue_classes [slurm]: measured session_start_within_s: 60.", "(wanted <= 30 s)")
+
+
 def test_gang_admission_fails_on_slurm_when_the_gang_is_submitted_as_independent_array_tasks(
         tmp_path: Path, slurm: sim_slurm.SlurmLayout, monkeypatch: pytest.MonkeyPatch) -> None:
     """One node per array task: Slurm starts each task where a node is free, so 3 of the 4 run while the gang
