@@ -239,7 +239,7 @@ class SeamTransport:
             first_failure = first_failure if first_failure is not None else time.monotonic()
             cause = failure
             if waiting is not None:
-                waiting.tick(lambda: f"asked {retries + 1} times, the last ended by {cause}")
+                waiting.tick(lambda: f"{retries + 1} tries so far, the last ended by {cause}")
             if time.monotonic() - started >= budget_s:
                 self.log.add(Outage(_wall(first_failure), time.time(), retries, cause, bridged=False))
                 raise ApiUnavailable(f"API server {method} {_path(url)}: {cause} for {time.monotonic() - started:.0f}s "
