@@ -32,8 +32,10 @@ from kubernetes import client, config as kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from harness.backends.base import condition_time, condition_true as is_true, created_at
 from harness.sim import cluster
 from harness.sim.versions import load_pins
+from harness.timeline import percentile
 from harness.wait import RELIST, SYNCED, ApiSource, events
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"  # v1beta2: Kueue v0.19's storage version, and what its perf test uses
@@ -81,24 +83,8 @@ class Seen:
     evicting: bool = False                # evicted, its quota still reserved
 
 
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    return condition(obj, kind).get("status") == "True"
-
-
-def epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp).timestamp()
-
-
 def now_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def percentile(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
 
 def meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
@@ -207,14 +193,15 @@ class Bench:
         key, now = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}", time.time()
         if (seen := self.seen.get(key)) is None:
             return
-        seen.created_server = epoch(obj["metadata"]["creationTimestamp"])
+        seen.created_server = created.timestamp() if (created := created_at(obj)) else None
         admitted, reserved = is_true(obj, "Admitted"), is_true(obj, "QuotaReserved")
         if admitted and not seen.active and not is_true(obj, "Finished"):
             seen.admissions += 1
             with self.lock:
                 heapq.heappush(self.finish_at, (now + seen.cls.running_s, key, seen.admissions))
         if admitted and seen.admitted is None:
-            seen.admitted, seen.admitted_server = now, epoch(condition(obj, "Admitted")["lastTransitionTime"])
+            at = condition_time(obj, "Admitted")
+            seen.admitted, seen.admitted_server = now, at.timestamp() if at else None
         seen.active = admitted
         if is_true(obj, "Evicted") and reserved and seen.finished is None:
             seen.evictions += 0 if seen.evicting else 1
@@ -356,8 +343,8 @@ def report(bench: Bench, scale: float, elapsed: float) -> None:
         mine = [s for s in admitted if s.cls is cls]
         watched = [(s.admitted or 0.0) - (s.created or 0.0) for s in mine] or [float("nan")]
         server = sum((s.admitted_server or 0.0) - (s.created_server or 0.0) for s in mine) / max(1, len(mine))
-        print(f"    {cls.name:<19} {len(mine):>5} {sum(watched) / len(watched):>7.2f} {percentile(watched, .5):>7.2f} "
-              f"{percentile(watched, .95):>7.2f} {percentile(watched, .99):>7.2f} {server:>11.1f}"
+        print(f"    {cls.name:<19} {len(mine):>5} {sum(watched) / len(watched):>7.2f} {percentile(watched, 50):>7.2f} "
+              f"{percentile(watched, 95):>7.2f} {percentile(watched, 99):>7.2f} {server:>11.1f}"
               f"   {cls.published_avg_s:g} ({cls.published_ceiling_s:g})")
     print("  what differs:\n" + "\n".join(f"    - {line}" for line in differences()))
 
