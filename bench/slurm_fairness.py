@@ -1,13 +1,13 @@
 """Slurm's fair share over time, on the sim's real Slurm: how far each account's share of the GPU-seconds is from its
-fair-share shares as contention goes on. It is the evidence behind the fairness case's SKIP on Slurm: Slurm ranks
-accounts only every PriorityCalcPeriod (a minute), so a share measured over seconds says nothing.
+fair-share shares as contention goes on. It sizes the fairness case on Slurm, which is judged over ranking periods:
+Slurm ranks accounts only every PriorityCalcPeriod (a minute), so a share measured over seconds says nothing.
 
 Every tenant of the profile queues whole-node jobs of --run-for seconds, more than it could run in --minutes, from
-accounts whose usage is reset to 0 (sacctmgr RawUsage=0: the sim's administrator) and whose GPU limits (GrpTRES,
-in the weights' proportion in the reference model) are lifted for the run, so that fair share alone decides. Every
+accounts whose usage is reset to 0 (sacctmgr RawUsage=0: the sim's administrator), under the reference model's GPU
+limits (GrpTRES: the tenants' limit_gpus, team-b at most half the cluster), as the fairness case does. Every
 --every seconds it prints each tenant's share of the GPU-seconds so far and over the last period, against the
 weights' shares, and how far the shares so far are from them (what the fairness case calls max_share_deviation).
-Everything it submitted is cancelled at the end and the reference model applied again.
+Everything it submitted is cancelled at the end.
 
 Run (the sim up with slurm, e.g. `gpupoc sim up`):
     python bench/slurm_fairness.py --minutes 12
@@ -21,16 +21,13 @@ import time
 
 from harness import backends
 from harness.backends import GangJob
-from harness.backends.slurm import SlurmBackend, accounts_of
+from harness.backends.slurm import SlurmBackend
 from harness.config import resolve
 from harness.criteria.training import queue_fairness as fairness
 from harness.errors import HarnessError
-from harness.sim import cluster, slurm as sim_slurm
+from harness.sim import cluster
 from harness.target import connect
 from harness.workloads import running_intervals
-
-PERIOD_S = 60.0  # the sim's PriorityCalcPeriod=1 (minutes)
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -51,10 +48,7 @@ def main() -> int:
         return 2
     profile = cfg.profile
     backend.apply_reference_model(profile)
-    lay = sim_slurm.SlurmLayout(cluster.layout())
-    for account in accounts_of(profile).values():
-        sim_slurm.sacctmgr(lay, "modify", "account", "where", f"name={account}", "set", "RawUsage=0",
-                           "GrpTRES=gres/gpu=-1")
+    period_s = backend.usage_from_zero(profile)
     jobs = backend.job_system(profile, f"fs-{int(time.time())}", "bench/slurm_fairness.py", "sim",
                               apply_model=False)
     nodes = jobs.capacity_nodes(profile.gpu.resource, profile.gpu.per_node)
@@ -63,7 +57,7 @@ def main() -> int:
     expected = profile.expected_shares()
     print(f"{len(names)} tenants ({', '.join(f'{n} {expected[n]:.2f}' for n in names)}), {nodes} nodes x "
           f"{profile.gpu.per_node} GPUs; {per_tenant} jobs of {args.run_for:g}s each; fair share recomputed every "
-          f"{PERIOD_S:.0f}s", flush=True)
+          f"{period_s:.0f}s", flush=True)
     try:
         for i in range(per_tenant):
             for tenant in profile.tenants:
@@ -71,7 +65,7 @@ def main() -> int:
                                     run_for_s=args.run_for))
         started = time.time()
         print(f"submitted {per_tenant * len(names)} jobs; contention from now", flush=True)
-        print(f"{'s':>5}  " + "  ".join(f"{n + ' so far':>14} {n + ' last ' + str(int(PERIOD_S)) + 's':>16}"
+        print(f"{'s':>5}  " + "  ".join(f"{n + ' so far':>14} {n + ' last ' + str(int(period_s)) + 's':>16}"
                                           for n in names) + "  deviation so far", flush=True)
         while (elapsed := time.time() - started) < args.minutes * 60:
             time.sleep(min(args.every, args.minutes * 60 - elapsed))
@@ -80,7 +74,7 @@ def main() -> int:
                          for pod, start, end in running_intervals(jobs.timeline, now)
                          if (owner := next((n for n in names if f"fs-{n}-" in pod), None))]
             so_far = fairness.shares(fairness.gpu_seconds(intervals, (started, now)), names)
-            last = fairness.shares(fairness.gpu_seconds(intervals, (max(started, now - PERIOD_S), now)), names)
+            last = fairness.shares(fairness.gpu_seconds(intervals, (max(started, now - period_s), now)), names)
             print(f"{now - started:5.0f}  " + "  ".join(f"{so_far[n]:14.3f} {last[n]:16.3f}" for n in names)
                   + f"  {fairness.max_deviation(so_far, expected):.3f}", flush=True)
     finally:
@@ -88,8 +82,7 @@ def main() -> int:
             left = jobs.close()
         except HarnessError as exc:
             left = [str(exc)]
-        backend.apply_reference_model(profile)
-        print("cancelled the run's jobs, the reference model back" + "".join(f"\nleft behind: {line}" for line in left))
+        print("cancelled the run's jobs" + "".join(f"\nleft behind: {line}" for line in left))
     return 0
 
 

@@ -75,3 +75,7 @@ class JobSystem(Protocol):
         """End `jobs` while the backend's controllers are stopped and return once their capacity is free (a
         destructive step); say how."""
         ...
+
+    def close(self) -> list[str]:
+        """Delete (cancel) what was submitted and wait for it to go; what would not go, in words."""
+        ...

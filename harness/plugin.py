@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness import backends as backend_registry, criteria, preflight, progress
+from harness import backends as backend_registry, criteria, headstart, preflight, progress
 from harness.backends import Backend
 from harness.backends.slurm import SlurmBackend
 from harness.slurm import SlurmJobs
@@ -52,6 +52,7 @@ SETUP_START_KEY = pytest.StashKey[float]()
 DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
 HELD_KEY = pytest.StashKey[list[Held]]()
+HEAD_STARTS_KEY = pytest.StashKey[dict[str, headstart.HeadStart]]()
 SWEEP_TIMEOUT_S = 30.0
 
 
@@ -81,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "gpupoc_last: run after every other test (the audit of the whole run)")
     config.addinivalue_line("markers", "scale: the scale suite (run when asked: --scale on)")
+    config.addinivalue_line("markers", "head_start(observe, wanted): the case observes from the session's start, "
+                                       "beside the others (harness/headstart.py)")
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
     try:
         config.stash[CONFIG_KEY] = resolve(options)
@@ -142,12 +145,31 @@ def connected(config: pytest.Config) -> Target:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
-    """A run of the suites meets its cluster (and its preflight) before the first case starts."""
+    """A run of the suites meets its cluster (and its preflight) before the first case starts; cases with a head
+    start begin observing."""
     if not session.config.option.collectonly and any(i.nodeid.startswith("suites/") for i in session.items):
         try:
-            connected(session.config)
+            target = connected(session.config)
         except HarnessError as exc:  # nothing to test against: one line, not an ERROR per case
             pytest.exit(f"gpupoc: {exc}", returncode=2)
+        start_head_starts(session, target)
+
+
+def start_head_starts(session: pytest.Session, target: Target) -> None:
+    cfg = run_config(session.config)
+    late = headstart.late_backends(session.items, backend_registry.ALL, target.kind)
+    started = session.config.stash.setdefault(HEAD_STARTS_KEY, {})
+    for item in session.items:
+        name, mark = headstart.backend_of(item), headstart.marked(item)
+        if name not in late or mark is None or not headstart.wanted_here(item, backend_registry.ALL, target.kind):
+            continue
+        backend = backend_registry.ALL[name]
+        if backend_unavailable(name, target.api) or not isinstance(backend, SlurmBackend):
+            continue  # SKIP when its turn comes; only a job system outside Kubernetes needs no queue model first
+        jobs = backend.job_system(cfg.profile, cfg.run_id, item.nodeid, target.kind, cfg.apply_queue_model)
+        started[item.nodeid] = headstart.HeadStart(item.nodeid, name, jobs).run(mark[0], backend, cfg.profile)
+        _say_live(session.config, f"▶ head start: {record.criterion_of(item)} [{name}] observes from now, beside "
+                                  f"the cases before it ({item.nodeid})")
 
 
 def preflight_or_exit(config: pytest.Config, target: Target, cfg: RunConfig) -> None:
@@ -251,15 +273,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", names, ids=names, indirect=True)
 
 
+def backend_unavailable(name: str, api: client.ApiClient) -> str | None:
+    if name not in _AVAILABILITY:
+        _AVAILABILITY[name] = backend_registry.ALL[name].unavailable_reason(api)
+    return _AVAILABILITY[name]
+
+
 @pytest.fixture()
 def backend(request: pytest.FixtureRequest, api: client.ApiClient) -> Backend:
     name: str = request.param
-    if name not in _AVAILABILITY:
-        _AVAILABILITY[name] = backend_registry.ALL[name].unavailable_reason(api)
-    reason = _AVAILABILITY[name]
+    reason = backend_unavailable(name, api)
     if reason:
         pytest.skip(reason)
     return backend_registry.ALL[name]
+
+
+@pytest.fixture()
+def head_start(request: pytest.FixtureRequest) -> headstart.HeadStart | None:
+    """This case's head start (harness/headstart.py), if the session gave it one."""
+    return request.config.stash.get(HEAD_STARTS_KEY, {}).get(request.node.nodeid)
 
 
 @pytest.fixture(scope="session")
@@ -279,10 +311,17 @@ def queue_model(target: Target, gpupoc_config: RunConfig) -> Profile:
 def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_config: RunConfig, queue_model: Profile,
               request: pytest.FixtureRequest) -> Iterator[Workloads | SlurmJobs]:
     """Submit jobs through this test's backend; what it created is deleted at teardown, leftovers reported."""
+    head_starts = request.config.stash.get(HEAD_STARTS_KEY, {})
+    for other in head_starts.values():  # it shares their cluster: its jobs go in once they have observed
+        if other.backend == backend.name and other.nodeid != request.node.nodeid:
+            other.wait(queue_model.timeouts.complete, f"the head start of {other.nodeid} (its cluster is shared)")
+    mine = head_starts.get(request.node.nodeid)
     if isinstance(backend, SlurmBackend):  # not Kubernetes: its jobs go through slurmrestd
-        jobs = backend.job_system(queue_model, gpupoc_config.run_id, request.node.nodeid, target.kind,
-                                  gpupoc_config.apply_queue_model)
+        jobs = mine.jobs if mine is not None and isinstance(mine.jobs, SlurmJobs) else \
+            backend.job_system(queue_model, gpupoc_config.run_id, request.node.nodeid, target.kind,
+                               gpupoc_config.apply_queue_model)
         yield jobs
+        head_starts.pop(request.node.nodeid, None)  # its jobs are this teardown's, taken or not
         request.config.stash.setdefault(SUBMITTED_KEY, []).extend(jobs.created)
         call = request.node.stash.get(CALL_REPORT_KEY, None)
         try:
@@ -324,9 +363,13 @@ SCALE_NOT_RUN = ("not run: the scale suite runs when asked (gpupoc run --scale o
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others; the scale suite's
-    cases are SKIP "not run" unless asked for (a flag, or its path named)."""
-    items.sort(key=lambda item: item.get_closest_marker("gpupoc_last") is not None)
+    """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others, and before them the
+    cases of a backend with a head start (harness/headstart.py); the scale suite's cases are SKIP "not run" unless
+    asked for (a flag, or its path named)."""
+    late = headstart.late_backends(items, backend_registry.ALL, "sim" if run_config(config).targets_sim else
+                                   "kubeconfig")
+    items.sort(key=lambda item: (item.get_closest_marker("gpupoc_last") is not None,
+                                 headstart.backend_of(item) in late))
     named = any("suites/scale" in str(arg) for arg in config.args)
     if not (run_config(config).scale or named):
         for item in items:
@@ -492,6 +535,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         watch.stop()
     if target is not None:
         remember_tenant_secrets(session.config, target, run_config(session.config).profile)
+    for left in session.config.stash.get(HEAD_STARTS_KEY, {}).values():  # whose case never ran (interrupted)
+        for line in left.jobs.close():
+            session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
     record.finish(session, target)
     if target is None:
         return

@@ -5,6 +5,7 @@ for CI) with --progress off or GPUPOC_PROGRESS=off; the lines go to the terminal
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -12,11 +13,21 @@ from collections.abc import Callable
 EVERY_S = 10.0
 LINE_LIMIT = 200
 _say: Callable[[str], None] | None = None
+_thread = threading.local()
 
 
 def enable(say: Callable[[str], None] | None) -> None:
     global _say
     _say = say
+
+
+def quiet_in_this_thread() -> None:
+    """This thread's waits say nothing (a case's head start, running beside the cases whose lines these are)."""
+    _thread.quiet = True
+
+
+def _saying() -> bool:
+    return _say is not None and not getattr(_thread, "quiet", False)
 
 
 def case_started(criterion: str, backend: str, nodeid: str) -> None:
@@ -42,11 +53,11 @@ class Waiting:
         self.next_at = self.started + EVERY_S
 
     def until_next(self) -> float:
-        return max(0.05, self.next_at - time.monotonic()) if _say is not None else float("inf")
+        return max(0.05, self.next_at - time.monotonic()) if _saying() else float("inf")
 
     def tick(self, last: Callable[[], str]) -> None:
         now = time.monotonic()
-        if _say is None or now < self.next_at:
+        if _say is None or not _saying() or now < self.next_at:
             return
         self.next_at = now + EVERY_S
         line = f"  … {self.what}: {last()} ({now - self.started:.0f}s of {self.timeout_s:.0f}s)"

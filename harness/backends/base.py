@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from harness.errors import ConfigError
-from harness.profile import Tenant
+from harness.errors import ConfigError, HarnessError
+from harness.profile import Profile, Tenant
 
 QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
     "queued", "admitted", "running", "succeeded", "failed", "preempted")
@@ -78,8 +78,10 @@ BORROWING = "borrowing"                      # quota lent to other tenants while
 MONITORING = "monitoring catalogue"          # the harness knows which of its series a POC needs
 SERVING = "serving"                          # it places a Deployment's pods (an inference service)
 PROMPT_FAIR_SHARE = "prompt fair share"      # its fair share acts within seconds of a tenant arriving
+RANKED_FAIR_SHARE = "ranked fair share"      # it ranks tenants by recorded usage every period; the harness can
+#                                              start their usage from zero for the fairness case
 CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
-                BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE)
+                BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,11 @@ class Backend(Protocol):
         """None when this backend has `capability` on a target of `target_kind`, else why not."""
         ...
 
+    def usage_from_zero(self, profile: Profile) -> float:
+        """RANKED_FAIR_SHARE: the tenants' recorded usage starts from zero (for the fairness case); returns how
+        often the backend ranks the tenants by it (seconds)."""
+        ...
+
     def preemption_counter(self) -> PreemptionCounter | None:
         ...
 
@@ -249,11 +256,16 @@ class Capabilities:
             return f"{self.name}: no queues with a GPU quota and limit"
         if capability == BORROWING and self.queue_usage is None:
             return f"{self.name}: no queue lends its idle quota and reclaims it"
+        if capability == RANKED_FAIR_SHARE and type(self).usage_from_zero is Capabilities.usage_from_zero:
+            return f"{self.name}: its fair share does not rank tenants by recorded usage"
         if capability == CONTROLLER_RESTART and (self.controllers is None or (
                 target_kind != "sim" and not self.controllers.deployments)):
             why = self.controllers.why_not_elsewhere if self.controllers else "no controller known to restart"
             return f"{self.name}: {why}"
         return None
+
+    def usage_from_zero(self, profile: Profile) -> float:
+        raise HarnessError(f"{self.name}: its fair share does not rank tenants by recorded usage")
 
     def preemption_counter(self) -> PreemptionCounter | None:
         return self.preemption

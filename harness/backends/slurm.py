@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers,
-                                   GangJob, JobStatus, Monitoring, PreemptionCounter, Series, WaitHistogram)
+                                   QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM,
+                                   Capabilities, Controllers, GangJob, JobStatus, Monitoring, PreemptionCounter,
+                                   Series, WaitHistogram)
 from harness.errors import ConfigError, HarnessError
 from harness.profile import Profile, Tenant
 from harness import slurm_api
@@ -75,12 +76,11 @@ class SlurmBackend(Capabilities):
     lacking = {SERVING: NOT_KUBERNETES,
                BORROWING: "an account's GPU limit (GrpTRES) is a cap, not a quota lent while idle and reclaimed: "
                           "idle GPUs go by fair share, and a QOS preempts by priority",
-               PROMPT_FAIR_SHARE: "an account's GPU limit (GrpTRES, the tenant's share on the reference model) "
-                                  "is never lent, so the first tenant cannot fill the cluster alone; without the "
-                                  "limits fair share decides, but Slurm ranks the accounts only every "
-                                  "PriorityCalcPeriod (a minute at least): measured on the sim, the shares hold 3:1 "
-                                  "within 0.07 from 90 s of contention on (bench/slurm_fairness.py), while this "
-                                  "scenario's contention lasts seconds"}
+               PROMPT_FAIR_SHARE: "Slurm ranks the accounts by recorded usage only every PriorityCalcPeriod (a "
+                                  "minute at least) and evens out usage since its last reset, not the GPUs held now: "
+                                  "a tenant arriving late waits up to a period for its first ranking, then takes "
+                                  "every GPU that frees until its usage catches up. Its fairness case has the "
+                                  "tenants arrive together and judges their shares over periods"}
     # the sim's exporter (harness/sim/slurm_exporter.py); a site's exporter is not mapped yet
     monitoring = Monitoring((
         Series("queue wait", "slurm_job_wait_seconds_count"),
@@ -127,6 +127,10 @@ class SlurmBackend(Capabilities):
                     "(a batch script that fails is not rerun by Slurm)")
         if capability == MONITORING and target_kind != "sim":
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own has a catalogue)"
+        if capability == RANKED_FAIR_SHARE and target_kind != "sim":
+            return (f"{self.name}: the fairness case starts the accounts' recorded usage from zero (sacctmgr, as the "
+                    "Slurm administrator); a site's fair share also counts its accounts' past usage, so the shares "
+                    "of one run say little")
         if capability == WAIT_HISTOGRAM and target_kind != "sim":
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own exports the histogram)"
         return super().lacks(capability, target_kind)
@@ -190,6 +194,13 @@ class SlurmBackend(Capabilities):
             self.apply_reference_model(profile)
         return jobs_api.SlurmJobs(self.rest(), run_id, test_id, accounts_of(profile),
                                   profile.timeouts.delete)
+
+    def usage_from_zero(self, profile: Profile) -> float:
+        """The sim's accounts with no recorded usage (RawUsage=0); gives slurmctld's PriorityCalcPeriod in seconds."""
+        from harness.sim import cluster, slurm as sim_slurm
+        lay = sim_slurm.SlurmLayout(cluster.layout())
+        sim_slurm.usage_from_zero(lay, list(accounts_of(profile).values()))
+        return sim_slurm.ranking_period_s(lay)
 
     def apply_reference_model(self, profile: Profile) -> None:
         """The sim's accounts, users and QOS from the profile (sacctmgr, as the sim's Slurm administrator)."""

@@ -479,6 +479,21 @@ def reference_model(tenants: list[dict[str, Any]], cluster_gpus: int) -> list[li
     return commands
 
 
+def ranking_period_s(lay: SlurmLayout) -> float:
+    """How often slurmctld ranks the accounts by their recorded usage: PriorityCalcPeriod (minutes; Slurm's default
+    is 5)."""
+    for line in lay.conf.read_text().splitlines():
+        if line.startswith("PriorityCalcPeriod="):
+            return float(line.split("=", 1)[1]) * 60
+    return 300.0
+
+
+def usage_from_zero(lay: SlurmLayout, accounts: list[str]) -> None:
+    """The accounts' recorded usage reset (RawUsage=0): fair share compares only what runs from now on."""
+    for account in accounts:
+        sacctmgr(lay, "modify", "account", "where", f"name={account}", "set", "RawUsage=0")
+
+
 def apply_reference_model(lay: SlurmLayout, tenants: list[dict[str, Any]], cluster_gpus: int) -> int:
     """Apply it (idempotent); the tenants' users must exist on this host (slurmd runs their jobs as them)."""
     for t in tenants:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -60,9 +61,11 @@ WAITING = ("queued", "preempted")
 
 
 def wait_until_a_tenant_has_none_waiting(workloads: JobSystem, tenants: tuple[Tenant, ...],
-                                         jobs: dict[str, list[GangJob]], timeout_s: float) -> dict[str, list[str]]:
+                                         jobs: dict[str, list[GangJob]], timeout_s: float,
+                                         hold_until: float | None = None) -> dict[str, list[str]]:
     """Block until some tenant has every job started (none queued or preempted back); return each tenant's
-    jobs still waiting then. Events of every tenant's jobs and members wake the one wait."""
+    jobs still waiting then. Events of every tenant's jobs and members wake the one wait. With `hold_until` (an
+    epoch), a contention observed until then: it returns then, or sooner once a tenant has none waiting."""
     trackers = {t.name: workloads.jobs(t.namespace) for t in tenants}
     woken = trackers[tenants[0].name]
     for tenant in tenants:
@@ -74,6 +77,9 @@ def wait_until_a_tenant_has_none_waiting(workloads: JobSystem, tenants: tuple[Te
                          if (s := workloads.status_of(j, trackers[t.name].objects)) is None or s.state in WAITING]
                 for t in tenants}
 
+    if hold_until is not None:
+        woken.hold(hold_until - time.time(), until=lambda: any(not w for w in waiting().values()))
+        return waiting()
     woken.wait_until("a tenant has no job left waiting", lambda _: any(not w for w in waiting().values()),
                      timeout_s, describe=lambda _: ", ".join(f"{t}: {len(w)} waiting" for t, w in waiting().items()))
     return waiting()

@@ -9,18 +9,30 @@ A scheduler without weights cannot meet that but by chance: first come, first se
 tenant nothing until the early backlog drains; kube-scheduler's per-pod backoff favours the newer
 pods, and with the larger backlog the late tenant then takes far more than its share. The test ends
 with the contention; jobs still waiting then are deleted by teardown.
+
+A scheduler that ranks tenants by their recorded usage every period (Slurm: PriorityCalcPeriod, a minute at
+least) is judged over periods instead. The tenants' usage starts from zero (their GPU limits stay as the queue
+model has them), they queue together more than they could run, and their shares over RANKING_PERIODS periods
+are compared with the configured shares: the first period ranks them equal, the next evens their usage out.
+Until the next ranking, the tenant ranked first takes every GPU that frees, up to its limit. The late tenant's
+time to its share is not checked there (the backend's PROMPT_FAIR_SHARE reason says why). Those periods are
+observed from the session's start, beside the other backends' cases (harness/headstart.py), when there are any.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import pytest
 
 from harness.backends import Backend, GangJob
-from harness.backends.base import JOBS_COMPLETE, PROMPT_FAIR_SHARE
+from harness.backends.base import JOBS_COMPLETE, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE
 from harness.criteria.training import queue_fairness as fairness
 from harness.criteria.training.queue_fairness import CRITERION
+from harness.headstart import HeadStart
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.target import Target
@@ -33,6 +45,8 @@ OVERSUBSCRIPTION = 3   # the first tenant alone asks for this many times the clu
 LATE_OVERSUBSCRIPTION = 6  # each late tenant: a backlog larger than what the first tenant has left waiting
 JOB_RUN_S = 5.0
 CHART_STEP_S = 1.0
+RANKING_PERIODS = 2  # a ranking scheduler's contention lasts this many of its ranking periods
+RANKED_JOB_RUN_S = 10.0
 
 
 def run_fairness(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
@@ -94,7 +108,93 @@ def run_fairness(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     ev.verdict()
 
 
-def test_queue_fairness(target: Target, backend: Backend, workloads: JobSystem,
-                        queue_model: Profile, evidence: Callable[[str], Evidence]) -> None:
-    require(target, backend, JOBS_COMPLETE, PROMPT_FAIR_SHARE)
-    run_fairness(workloads, queue_model, evidence(CRITERION.id))
+@dataclass(frozen=True)
+class RankedContention:
+    """What the observation of a ranking scheduler's contention saw (harness time)."""
+
+    jobs: dict[str, list[GangJob]]
+    size: int
+    capacity: int
+    period_s: float
+    started: float
+    submitted_s: float
+    ended: float
+    waiting: dict[str, list[str]]
+
+
+def contend_ranked(workloads: JobSystem, backend: Backend, profile: Profile) -> RankedContention:
+    """The tenants' usage from zero, their jobs queued together, the contention observed for RANKING_PERIODS."""
+    size = profile.gpu.job_sizes.get("medium", profile.gpu.per_node)
+    capacity = gpu_nodes(workloads, profile) * profile.gpu.per_node
+    period_s = backend.usage_from_zero(profile)
+    contention_s = RANKING_PERIODS * period_s
+    count = (math.ceil(contention_s / RANKED_JOB_RUN_S) + 1) * (capacity // size)  # each could run alone
+    jobs = {t.name: [GangJob(workloads.job_name(f"fair-{t.name}-{i}"), t, 1, size, run_for_s=RANKED_JOB_RUN_S)
+                     for i in range(count)] for t in profile.tenants}
+    started = time.time()
+    for i in range(count):
+        for tenant in profile.tenants:
+            workloads.submit(jobs[tenant.name][i])
+    submitted_s = time.time() - started
+    waiting = wait_until_a_tenant_has_none_waiting(workloads, profile.tenants, jobs, contention_s,
+                                                   hold_until=started + contention_s)
+    return RankedContention(jobs, size, capacity, period_s, started, submitted_s, time.time(), waiting)
+
+
+def judge_ranked(seen: RankedContention, workloads: JobSystem, backend: Backend, profile: Profile, ev: Evidence,
+                 not_prompt: str) -> None:
+    names = [t.name for t in profile.tenants]
+    count = len(seen.jobs[names[0]])
+    ev.note(f"{backend.name} ranks the tenants by recorded usage every {seen.period_s:.0f}s; their usage starts "
+            f"from zero (their GPU limits stay: " + ", ".join(f"{t.name} {t.limit_gpus}" for t in profile.tenants)
+            + f"); each queues {count} jobs of {seen.size} GPUs ({RANKED_JOB_RUN_S:g}s each) against "
+            f"{seen.capacity} GPUs, together, and the contention lasts {RANKING_PERIODS} periods")
+    ev.note(f"submitted {len(names) * count} jobs in {seen.submitted_s:.1f}s; "
+            + ("contention over with every tenant still waiting" if all(seen.waiting.values()) else
+               "the contention ended early: " + ", ".join(n for n in names if not seen.waiting[n]) + " ran dry"))
+    tl = workloads.timeline
+    kind = workloads.jobs(profile.tenants[0].namespace).kind
+    intervals = [fairness.Interval(owner, start, end, seen.size)
+                 for pod, start, end in running_intervals(tl, seen.ended)
+                 if (owner := next((n for n in names if pod.startswith(f"fair-{n}-")), None))]
+    window = (max(min(first_seen(tl, kind, workloads.tracked_name(j), "queued", "admitted", "running") or seen.started
+                      for j in seen.jobs[n]) for n in names), seen.ended)
+    measured = fairness.shares(fairness.gpu_seconds(intervals, window), names)
+    expected = profile.expected_shares()
+    ev.note(f"contended window {window[1] - window[0]:.1f}s (harness clock: slurmrestd's job states); measured "
+            "shares " + ", ".join(f"{t} {measured[t]:.3f} (configured {expected[t]:.3f})" for t in names))
+    periods = [(window[0] + k * seen.period_s, min(window[1], window[0] + (k + 1) * seen.period_s))
+               for k in range(math.ceil((window[1] - window[0]) / seen.period_s))]
+    ev.note(f"{names[0]}'s share period by period: " + ", ".join(
+        f"{fairness.shares(fairness.gpu_seconds(intervals, p), names)[names[0]]:.2f}" for p in periods))
+    ev.series["shares"] = {f"share {t}": s for t, s in
+                           fairness.share_series(intervals, window, names, CHART_STEP_S).items()}
+    ev.expect("min_jain_index", round(fairness.jain_index(measured, expected), 4))
+    ev.expect("max_share_deviation", round(fairness.max_deviation(measured, expected), 4))
+    for tenant in profile.tenants[1:]:
+        ev.not_checked("late_share_within_s", not_prompt, label=tenant.name)
+    attach_timeline(ev, tl, seen.started)
+    ev.verdict()
+
+
+def ranks_by_usage(backend: Backend, target_kind: str) -> bool:
+    """Its fairness is judged over ranking periods, which are long enough to observe beside the other cases."""
+    return bool(backend.lacks(PROMPT_FAIR_SHARE, target_kind)) and not backend.lacks(RANKED_FAIR_SHARE, target_kind)
+
+
+@pytest.mark.head_start(contend_ranked, ranks_by_usage)
+def test_queue_fairness(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
+                        evidence: Callable[[str], Evidence], head_start: HeadStart | None) -> None:
+    require(target, backend, JOBS_COMPLETE)
+    not_prompt = backend.lacks(PROMPT_FAIR_SHARE, target.kind)
+    if not not_prompt:
+        run_fairness(workloads, queue_model, evidence(CRITERION.id))
+        return
+    require(target, backend, RANKED_FAIR_SHARE)  # judged over the scheduler's ranking periods
+    ev = evidence(CRITERION.id)
+    if head_start is not None:
+        ev.note(f"observed from the session's start, beside the cases before this one: it began "
+                f"{time.time() - head_start.started:.0f}s before this case")
+    seen = head_start.outcome(queue_model.timeouts.complete) if head_start is not None else \
+        contend_ranked(workloads, backend, queue_model)
+    judge_ranked(seen, workloads, backend, queue_model, ev, not_prompt)

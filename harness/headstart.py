@@ -1,0 +1,97 @@
+"""Head starts: a case whose observation must last minutes (Slurm's fairness: two ranking periods) starts it when
+the session starts, in a thread beside the cases before it, and judges it when its own turn comes. Its test module
+marks it `@pytest.mark.head_start(observe, wanted)`: `wanted(backend, target_kind)` says whether this backend's
+case needs one, `observe(jobs, backend, profile)` runs in the thread on the job system the case's `workloads`
+fixture will hand it, and the case takes what it returned from its `head_start` fixture.
+
+The other cases of that backend run after every other case and wait for the observation to end before they
+submit anything: they would share its cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from harness import progress
+from harness.backends import Backend
+from harness.errors import HarnessError
+from harness.jobs import JobSystem
+from harness.profile import Profile
+
+MARKER = "head_start"
+
+Observe = Callable[[JobSystem, Backend, Profile], Any]
+Wanted = Callable[[Backend, str], bool]
+
+
+@dataclass
+class HeadStart:
+    nodeid: str
+    backend: str
+    jobs: JobSystem
+    started: float = field(default_factory=time.time)
+    _result: Any = None
+    _error: BaseException | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, observe: Observe, backend: Backend, profile: Profile) -> HeadStart:
+        def observing() -> None:
+            progress.quiet_in_this_thread()
+            try:
+                self._result = observe(self.jobs, backend, profile)
+            except BaseException as exc:  # the case raises it when its turn comes
+                self._error = exc
+            finally:
+                self._done.set()
+        threading.Thread(target=observing, name=f"head start {self.nodeid}", daemon=True).start()
+        return self
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def outcome(self, timeout_s: float) -> Any:
+        """What `observe` returned (its exception raised here), once it has ended."""
+        self.wait(timeout_s, "the observation it began at the session's start")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def wait(self, timeout_s: float, what: str) -> None:
+        """Until the observation has ended (`what` it is, for the progress lines)."""
+        waiting = progress.Waiting(what, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while not self._done.wait(min(max(0.0, deadline - time.monotonic()), waiting.until_next())):
+            if time.monotonic() >= deadline:
+                raise HarnessError(f"the head start of {self.nodeid} did not end within {timeout_s:.0f}s "
+                                   f"(started {time.time() - self.started:.0f}s ago)")
+            waiting.tick(lambda: f"running for {time.time() - self.started:.0f}s")
+
+
+def marked(item: pytest.Item) -> tuple[Observe, Wanted] | None:
+    found = item.get_closest_marker(MARKER)
+    return (found.args[0], found.args[1]) if found is not None else None
+
+
+def backend_of(item: pytest.Item) -> str | None:
+    params = getattr(item, "callspec", None)
+    return str(params.params["backend"]) if params is not None and "backend" in params.params else None
+
+
+def wanted_here(item: pytest.Item, backends: dict[str, Backend], target_kind: str) -> bool:
+    """The item is marked and its backend's case needs the head start on this kind of target."""
+    mark, name = marked(item), backend_of(item)
+    return mark is not None and name in backends and mark[1](backends[name], target_kind)
+
+
+def late_backends(items: list[pytest.Item], backends: dict[str, Backend], target_kind: str) -> set[str]:
+    """Backends whose cases go after all others: one of their cases has a head start, and other cases run."""
+    names = {backend_of(i) for i in items if wanted_here(i, backends, target_kind)} - {None}
+    others = [i for i in items if backend_of(i) not in names]
+    return {str(n) for n in names} if others else set()
