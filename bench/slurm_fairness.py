@@ -3,8 +3,9 @@ fair-share shares as contention goes on. It sizes the fairness case on Slurm, wh
 Slurm ranks accounts only every PriorityCalcPeriod (a minute), so a share measured over seconds says nothing.
 
 Every tenant of the profile queues whole-node jobs of --run-for seconds, more than it could run in --minutes, from
-accounts whose usage is reset to 0 (sacctmgr RawUsage=0: the sim's administrator), under the reference model's GPU
-limits (GrpTRES: the tenants' limit_gpus, team-b at most half the cluster), as the fairness case does. Every
+accounts whose usage is reset to 0 (sacctmgr RawUsage=0: the sim's administrator) and ranked on it by slurmctld, under
+the reference model's GPU limits (GrpTRES: the tenants' limit_gpus, team-b at most half the cluster), as the
+fairness case does. Every
 --every seconds it prints each tenant's share of the GPU-seconds so far and over the last period, against the
 weights' shares, and how far the shares so far are from them (what the fairness case calls max_share_deviation).
 Everything it submitted is cancelled at the end.

@@ -166,7 +166,10 @@ def start_head_starts(session: pytest.Session, target: Target) -> None:
         backend = backend_registry.ALL[name]
         if backend_unavailable(name, target.api) or not isinstance(backend, SlurmBackend):
             continue  # SKIP when its turn comes; only a job system outside Kubernetes needs no queue model first
-        jobs = backend.job_system(cfg.profile, cfg.run_id, item.nodeid, target.kind, cfg.apply_queue_model)
+        try:
+            jobs = backend.job_system(cfg.profile, cfg.run_id, item.nodeid, target.kind, cfg.apply_queue_model)
+        except (HarnessError, ConfigError):
+            continue  # the case meets it again in its turn, and says so
         started[item.nodeid] = headstart.HeadStart(item.nodeid, name, jobs).run(mark[0], backend, cfg.profile)
         _say_live(session.config, f"▶ head start: {record.criterion_of(item)} [{name}] observes from now, beside "
                                   f"the cases before it ({item.nodeid})")

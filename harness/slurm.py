@@ -60,6 +60,7 @@ STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLE
           "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
           "BOOT_FAIL": FAILED, "DEADLINE": FAILED, "CANCELLED": FAILED, "PREEMPTED": PREEMPTED,
           "REQUEUED": PREEMPTED, "REQUEUE_FED": PREEMPTED, "REQUEUE_HOLD": PREEMPTED, "SUSPENDED": PREEMPTED}
+LIVE = (QUEUED, RUNNING, PREEMPTED)  # states in which slurmctld still counts a job active
 PHASES = {QUEUED: "Pending", RUNNING: "Running", SUCCEEDED: "Succeeded", FAILED: "Failed", PREEMPTED: "Pending"}
 
 
@@ -504,7 +505,12 @@ class SlurmJobs:
     def close(self) -> list[str]:
         """Cancel what this test submitted and wait until slurmctld no longer counts it as active."""
         failed = []
+        records = self._submitted()
+        live = {submitted_as(j) for j in records if STATES.get(str(j.get("job_state")), QUEUED) in LIVE}
+        over = {submitted_as(j) for j in records} - live
         for name, job_id in self._ids.items():
+            if job_id in over:  # ended (an array: every task): nothing to cancel
+                continue
             try:  # as its submitter: a site's reader may not cancel other users' jobs
                 self.rest.request("DELETE", f"job/{job_id}", self._owners.get(name, self.rest.site.admin_user))
             except HarnessError as exc:
@@ -523,7 +529,7 @@ class SlurmJobs:
 
     def _active(self) -> list[tuple[int, str]]:
         return [(int(j["job_id"]), str(j.get("job_state"))) for j in self._submitted()
-                if STATES.get(str(j.get("job_state")), QUEUED) in (QUEUED, RUNNING, PREEMPTED)]
+                if STATES.get(str(j.get("job_state")), QUEUED) in LIVE]
 
     def _submitted(self) -> list[dict[str, Any]]:
         """The records of the jobs this test submitted (an array: every task's record)."""
@@ -533,7 +539,7 @@ class SlurmJobs:
     def _mine(self, namespace: str) -> list[dict[str, Any]]:
         """This test's jobs submitted by the tenant of `namespace` (whichever account they name)."""
         return [j for j in self._submitted()
-                if self._namespaces.get(int(j.get("array_job_id") or 0) or int(j.get("job_id") or 0)) == namespace]
+                if self._namespaces.get(submitted_as(j)) == namespace]
 
     def _tracker(self, namespace: str, kind: str, read: Callable[[], list[dict[str, Any]]]) -> Tracker:
         key = (namespace, kind)
@@ -544,6 +550,11 @@ class SlurmJobs:
                                           server_time=(lambda o: status_of(o).admitted_at) if jobs else (lambda _: None),
                                           timeline=self.timeline, source=PollSource(read)).start()
         return self._trackers[key]
+
+
+def submitted_as(record: dict[str, Any]) -> int:
+    """The id a job was submitted as (an array's task: the array's)."""
+    return int(record.get("array_job_id") or 0) or int(record["job_id"])
 
 
 def gres_count(gres: str) -> int:

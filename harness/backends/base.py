@@ -172,8 +172,8 @@ class Backend(Protocol):
         ...
 
     def usage_from_zero(self, profile: Profile) -> float:
-        """RANKED_FAIR_SHARE: the tenants' recorded usage starts from zero (for the fairness case); returns how
-        often the backend ranks the tenants by it (seconds)."""
+        """RANKED_FAIR_SHARE: the tenants' recorded usage starts from zero (for the fairness case), once the backend
+        has ranked them on it; returns how often it ranks them (seconds)."""
         ...
 
     def preemption_counter(self) -> PreemptionCounter | None:

@@ -196,7 +196,8 @@ class SlurmBackend(Capabilities):
                                   profile.timeouts.delete)
 
     def usage_from_zero(self, profile: Profile) -> float:
-        """The sim's accounts with no recorded usage (RawUsage=0); gives slurmctld's PriorityCalcPeriod in seconds."""
+        """The sim's accounts with no recorded usage (RawUsage=0), once slurmctld has ranked them on it (up to a
+        PriorityCalcPeriod later); gives that period in seconds."""
         from harness.sim import cluster, slurm as sim_slurm
         lay = sim_slurm.SlurmLayout(cluster.layout())
         sim_slurm.usage_from_zero(lay, list(accounts_of(profile).values()))

@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
+from harness.wait import poll
 from harness.sim.components import Component, Layout
 
 CLUSTER = "gpupoc"
@@ -489,9 +490,26 @@ def ranking_period_s(lay: SlurmLayout) -> float:
 
 
 def usage_from_zero(lay: SlurmLayout, accounts: list[str]) -> None:
-    """The accounts' recorded usage reset (RawUsage=0): fair share compares only what runs from now on."""
+    """The accounts' recorded usage reset (RawUsage=0), and returns once slurmctld has ranked them on it: until its
+    next PriorityCalcPeriod, jobs are ordered by the fair share of the usage before the reset."""
     for account in accounts:
         sacctmgr(lay, "modify", "account", "where", f"name={account}", "set", "RawUsage=0")
+    timeout_s = 2 * ranking_period_s(lay) + 10
+    usage = poll(lambda: effective_usage(lay, accounts), lambda found: not any(found.values()), timeout_s, 1.0)
+    if any(usage.values()):
+        raise HarnessError(f"slurmctld did not rank the accounts on their reset usage within {timeout_s:.0f}s: "
+                           f"sshare's effective usage is still {usage}")
+
+
+def effective_usage(lay: SlurmLayout, accounts: list[str]) -> dict[str, float]:
+    """account -> its usage as slurmctld last ranked it (sshare EffectvUsage, a share of the cluster's)."""
+    done = subprocess.run(["sshare", "--noheader", "--parsable2", "--accounts", ",".join(accounts),
+                           "--format=Account,User,EffectvUsage"], capture_output=True, text=True, env=lay.env(),
+                          timeout=30)
+    if done.returncode != 0:
+        raise HarnessError(f"sshare: {(done.stderr or done.stdout).strip()}")
+    return {account: float(usage or 0) for account, user, usage in
+            (line.split("|")[:3] for line in done.stdout.splitlines() if line.count("|") >= 2) if not user}
 
 
 def apply_reference_model(lay: SlurmLayout, tenants: list[dict[str, Any]], cluster_gpus: int) -> int:

@@ -12,8 +12,9 @@ with the contention; jobs still waiting then are deleted by teardown.
 
 A scheduler that ranks tenants by their recorded usage every period (Slurm: PriorityCalcPeriod, a minute at
 least) is judged over periods instead. The tenants' usage starts from zero (their GPU limits stay as the queue
-model has them), they queue together more than they could run, and their shares over RANKING_PERIODS periods
-are compared with the configured shares: the first period ranks them equal, the next evens their usage out.
+model has them) and, once the scheduler has ranked them on it, they queue together more than they could run;
+their shares over RANKING_PERIODS periods are compared with the configured shares: the first period ranks them
+equal, the next evens their usage out.
 Until the next ranking, the tenant ranked first takes every GPU that frees, up to its limit. The late tenant's
 time to its share is not checked there (the backend's PROMPT_FAIR_SHARE reason says why). Those periods are
 observed from the session's start, beside the other backends' cases (harness/headstart.py), when there are any.
@@ -45,7 +46,8 @@ OVERSUBSCRIPTION = 3   # the first tenant alone asks for this many times the clu
 LATE_OVERSUBSCRIPTION = 6  # each late tenant: a backlog larger than what the first tenant has left waiting
 JOB_RUN_S = 5.0
 CHART_STEP_S = 1.0
-RANKING_PERIODS = 2  # a ranking scheduler's contention lasts this many of its ranking periods
+RANKING_PERIODS = 4  # a ranking scheduler's contention lasts this many of its ranking periods: each ranking
+# swings the GPUs that free to the tenant furthest below its share (bench/slurm_fairness.py)
 RANKED_JOB_RUN_S = 10.0
 
 
@@ -116,6 +118,7 @@ class RankedContention:
     size: int
     capacity: int
     period_s: float
+    ranked_after_s: float
     started: float
     submitted_s: float
     ended: float
@@ -126,30 +129,35 @@ def contend_ranked(workloads: JobSystem, backend: Backend, profile: Profile) -> 
     """The tenants' usage from zero, their jobs queued together, the contention observed for RANKING_PERIODS."""
     size = profile.gpu.job_sizes.get("medium", profile.gpu.per_node)
     capacity = gpu_nodes(workloads, profile) * profile.gpu.per_node
+    reset = time.time()
     period_s = backend.usage_from_zero(profile)
+    ranked_after_s = time.time() - reset
     contention_s = RANKING_PERIODS * period_s
-    count = (math.ceil(contention_s / RANKED_JOB_RUN_S) + 1) * (capacity // size)  # each could run alone
+    count = {t.name: (math.ceil(contention_s / RANKED_JOB_RUN_S) + 1) * (min(capacity, t.limit_gpus or capacity) // size)
+             for t in profile.tenants}  # each could run alone, up to its limit, for the whole contention
     jobs = {t.name: [GangJob(workloads.job_name(f"fair-{t.name}-{i}"), t, 1, size, run_for_s=RANKED_JOB_RUN_S)
-                     for i in range(count)] for t in profile.tenants}
+                     for i in range(count[t.name])] for t in profile.tenants}
     started = time.time()
-    for i in range(count):
+    for i in range(max(count.values())):
         for tenant in profile.tenants:
-            workloads.submit(jobs[tenant.name][i])
+            if i < count[tenant.name]:
+                workloads.submit(jobs[tenant.name][i])
     submitted_s = time.time() - started
     waiting = wait_until_a_tenant_has_none_waiting(workloads, profile.tenants, jobs, contention_s,
                                                    hold_until=started + contention_s)
-    return RankedContention(jobs, size, capacity, period_s, started, submitted_s, time.time(), waiting)
+    return RankedContention(jobs, size, capacity, period_s, ranked_after_s, started, submitted_s, time.time(),
+                            waiting)
 
 
 def judge_ranked(seen: RankedContention, workloads: JobSystem, backend: Backend, profile: Profile, ev: Evidence,
                  not_prompt: str) -> None:
     names = [t.name for t in profile.tenants]
-    count = len(seen.jobs[names[0]])
     ev.note(f"{backend.name} ranks the tenants by recorded usage every {seen.period_s:.0f}s; their usage starts "
-            f"from zero (their GPU limits stay: " + ", ".join(f"{t.name} {t.limit_gpus}" for t in profile.tenants)
-            + f"); each queues {count} jobs of {seen.size} GPUs ({RANKED_JOB_RUN_S:g}s each) against "
-            f"{seen.capacity} GPUs, together, and the contention lasts {RANKING_PERIODS} periods")
-    ev.note(f"submitted {len(names) * count} jobs in {seen.submitted_s:.1f}s; "
+            f"from zero, ranked so {seen.ranked_after_s:.0f}s after the reset; then, together, "
+            + ", ".join(f"{t.name} (GPU limit {t.limit_gpus}) queues {len(seen.jobs[t.name])}" for t in profile.tenants)
+            + f" jobs of {seen.size} GPUs ({RANKED_JOB_RUN_S:g}s each) against {seen.capacity} GPUs; the contention "
+            f"lasts {RANKING_PERIODS} periods")
+    ev.note(f"submitted {sum(len(j) for j in seen.jobs.values())} jobs in {seen.submitted_s:.1f}s; "
             + ("contention over with every tenant still waiting" if all(seen.waiting.values()) else
                "the contention ended early: " + ", ".join(n for n in names if not seen.waiting[n]) + " ran dry"))
     tl = workloads.timeline
