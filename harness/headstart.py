@@ -1,11 +1,11 @@
-"""Head starts: a case whose observation must last minutes (Slurm's fairness: two ranking periods) starts it when
+"""Head starts: a case whose observation must last minutes (Slurm's fairness: four ranking periods) starts it when
 the session starts, in a thread beside the cases before it, and judges it when its own turn comes. Its test module
 marks it `@pytest.mark.head_start(observe, wanted)`: `wanted(backend, target_kind)` says whether this backend's
 case needs one, `observe(jobs, backend, profile)` runs in the thread on the job system the case's `workloads`
 fixture will hand it, and the case takes what it returned from its `head_start` fixture.
 
-The other cases of that backend run after every other case and wait for the observation to end before they
-submit anything: they would share its cluster.
+The other cases of that backend run after every other case and after it (its teardown ends what the observation
+left queued), and wait for the observation to end before they submit anything: they would share its cluster.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from harness.jobs import JobSystem
 from harness.profile import Profile
 
 MARKER = "head_start"
+MAX_S = 900.0  # a head start's own waits are bounded; waiting for one gives up after this much more than a case's
 
 Observe = Callable[[JobSystem, Backend, Profile], Any]
 Wanted = Callable[[Backend, str], bool]
@@ -90,8 +91,22 @@ def wanted_here(item: pytest.Item, backends: dict[str, Backend], target_kind: st
     return mark is not None and name in backends and mark[1](backends[name], target_kind)
 
 
+def skipped(item: pytest.Item) -> bool:
+    return item.get_closest_marker("skip") is not None or any(
+        m.args and m.args[0] is True for m in item.iter_markers("skipif"))
+
+
 def late_backends(items: list[pytest.Item], backends: dict[str, Backend], target_kind: str) -> set[str]:
-    """Backends whose cases go after all others: one of their cases has a head start, and other cases run."""
-    names = {backend_of(i) for i in items if wanted_here(i, backends, target_kind)} - {None}
-    others = [i for i in items if backend_of(i) not in names]
-    return {str(n) for n in names} if others else set()
+    """Backends whose cases go after the others': one of their cases has a head start, and other backends' cases
+    (not only those that run last, like the audit) run beside it."""
+    names = {backend_of(i) for i in items if wanted_here(i, backends, target_kind) and not skipped(i)} - {None}
+    beside = [i for i in items if backend_of(i) not in names and i.get_closest_marker("gpupoc_last") is None]
+    return {str(n) for n in names} if beside else set()
+
+
+def order(item: pytest.Item, late: set[str], backends: dict[str, Backend], target_kind: str) -> tuple[bool, ...]:
+    """Sort key: the cases that run last (the audit); before them the late backends' cases, the one with the head
+    start first of those."""
+    backend = backend_of(item)
+    return (item.get_closest_marker("gpupoc_last") is not None, backend in late,
+            not (backend in late and wanted_here(item, backends, target_kind)))

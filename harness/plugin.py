@@ -53,6 +53,7 @@ DISRUPTED_KEY = pytest.StashKey[set[str]]()
 SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
 HELD_KEY = pytest.StashKey[list[Held]]()
 HEAD_STARTS_KEY = pytest.StashKey[dict[str, headstart.HeadStart]]()
+LATE_KEY = pytest.StashKey[set[str]]()
 SWEEP_TIMEOUT_S = 30.0
 
 
@@ -157,11 +158,12 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 def start_head_starts(session: pytest.Session, target: Target) -> None:
     cfg = run_config(session.config)
-    late = headstart.late_backends(session.items, backend_registry.ALL, target.kind)
+    late = session.config.stash.get(LATE_KEY, set())  # as the items were ordered
     started = session.config.stash.setdefault(HEAD_STARTS_KEY, {})
     for item in session.items:
         name, mark = headstart.backend_of(item), headstart.marked(item)
-        if name not in late or mark is None or not headstart.wanted_here(item, backend_registry.ALL, target.kind):
+        if name not in late or mark is None or headstart.skipped(item) or \
+                not headstart.wanted_here(item, backend_registry.ALL, target.kind):
             continue
         backend = backend_registry.ALL[name]
         if backend_unavailable(name, target.api) or not isinstance(backend, SlurmBackend):
@@ -171,8 +173,8 @@ def start_head_starts(session: pytest.Session, target: Target) -> None:
         except (HarnessError, ConfigError):
             continue  # the case meets it again in its turn, and says so
         started[item.nodeid] = headstart.HeadStart(item.nodeid, name, jobs).run(mark[0], backend, cfg.profile)
-        _say_live(session.config, f"▶ head start: {record.criterion_of(item)} [{name}] observes from now, beside "
-                                  f"the cases before it ({item.nodeid})")
+        progress.say(f"▶ head start: {record.criterion_of(item)} [{name}] observes from now, beside the cases "
+                     f"before it ({item.nodeid})")
 
 
 def preflight_or_exit(config: pytest.Config, target: Target, cfg: RunConfig) -> None:
@@ -317,7 +319,8 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
     head_starts = request.config.stash.get(HEAD_STARTS_KEY, {})
     for other in head_starts.values():  # it shares their cluster: its jobs go in once they have observed
         if other.backend == backend.name and other.nodeid != request.node.nodeid:
-            other.wait(queue_model.timeouts.complete, f"the head start of {other.nodeid} (its cluster is shared)")
+            other.wait(queue_model.timeouts.complete + headstart.MAX_S,
+                       f"the head start of {other.nodeid} (its cluster is shared)")
     mine = head_starts.get(request.node.nodeid)
     if isinstance(backend, SlurmBackend):  # not Kubernetes: its jobs go through slurmrestd
         jobs = mine.jobs if mine is not None and isinstance(mine.jobs, SlurmJobs) else \
@@ -369,10 +372,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others, and before them the
     cases of a backend with a head start (harness/headstart.py); the scale suite's cases are SKIP "not run" unless
     asked for (a flag, or its path named)."""
-    late = headstart.late_backends(items, backend_registry.ALL, "sim" if run_config(config).targets_sim else
-                                   "kubeconfig")
-    items.sort(key=lambda item: (item.get_closest_marker("gpupoc_last") is not None,
-                                 headstart.backend_of(item) in late))
+    kind = "sim" if run_config(config).targets_sim else "kubeconfig"
+    config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, kind)
+    items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, kind))
     named = any("suites/scale" in str(arg) for arg in config.args)
     if not (run_config(config).scale or named):
         for item in items:
@@ -538,8 +540,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         watch.stop()
     if target is not None:
         remember_tenant_secrets(session.config, target, run_config(session.config).profile)
-    for left in session.config.stash.get(HEAD_STARTS_KEY, {}).values():  # whose case never ran (interrupted)
-        for line in left.jobs.close():
+    unclaimed = session.config.stash.get(HEAD_STARTS_KEY, {})
+    for nodeid, left in list(unclaimed.items()):  # whose case never ended (interrupted)
+        unclaimed.pop(nodeid, None)
+        try:
+            lines = left.jobs.close()
+        except (HarnessError, ConfigError) as exc:
+            lines = [f"the jobs of {nodeid}'s head start: {exc}"]
+        for line in lines:
             session.config.get_terminal_writer().line(f"gpupoc: left behind: {line}", yellow=True)
     record.finish(session, target)
     if target is None:

@@ -30,6 +30,11 @@ def _saying() -> bool:
     return _say is not None and not getattr(_thread, "quiet", False)
 
 
+def say(line: str) -> None:
+    if _say is not None:
+        _say(line)
+
+
 def case_started(criterion: str, backend: str, nodeid: str) -> None:
     if _say is not None:
         _say(f"▶ {criterion} [{backend}]  ({nodeid})")

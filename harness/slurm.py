@@ -353,12 +353,15 @@ class SlurmJobs:
         self.created: list[Submitted] = []  # for the audit criterion: slurmdbd must have each, by its submitter
         self._trackers: dict[tuple[str, str], Tracker] = {}
         self.samples = Samples()  # the job bodies it submitted, one per shape, for the record
+        self._closed = False
 
     # what the suites ask
     def job_name(self, base: str) -> str:
         return f"{base}-{self.tag}"
 
     def submit(self, job: GangJob) -> None:
+        if self._closed:
+            raise HarnessError(f"{job.name} not submitted: this test's Slurm jobs are being cancelled")
         account = self._account(job.tenant)
         if not account:
             raise ConfigError(f"tenant {job.tenant.name} has no slurm account in the profile (tenants[].queues.slurm)")
@@ -505,10 +508,14 @@ class SlurmJobs:
     def close(self) -> list[str]:
         """Cancel what this test submitted and wait until slurmctld no longer counts it as active."""
         failed = []
-        records = self._submitted()
+        self._closed = True  # a submission still under way (a head start's thread) is refused from now
+        try:
+            records = self._submitted()
+        except HarnessError:
+            records = []  # unknown: every job is asked to go
         live = {submitted_as(j) for j in records if STATES.get(str(j.get("job_state")), QUEUED) in LIVE}
         over = {submitted_as(j) for j in records} - live
-        for name, job_id in self._ids.items():
+        for name, job_id in list(self._ids.items()):
             if job_id in over:  # ended (an array: every task): nothing to cancel
                 continue
             try:  # as its submitter: a site's reader may not cancel other users' jobs

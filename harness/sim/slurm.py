@@ -495,17 +495,24 @@ def usage_from_zero(lay: SlurmLayout, accounts: list[str]) -> None:
     for account in accounts:
         sacctmgr(lay, "modify", "account", "where", f"name={account}", "set", "RawUsage=0")
     timeout_s = 2 * ranking_period_s(lay) + 10
-    usage = poll(lambda: effective_usage(lay, accounts), lambda found: not any(found.values()), timeout_s, 1.0)
-    if any(usage.values()):
+    usage = poll(lambda: effective_usage(lay, accounts), lambda found: ranked_at_zero(found, accounts), timeout_s, 1.0)
+    if not ranked_at_zero(usage, accounts):
         raise HarnessError(f"slurmctld did not rank the accounts on their reset usage within {timeout_s:.0f}s: "
                            f"sshare's effective usage is still {usage}")
 
 
+def ranked_at_zero(usage: dict[str, float], accounts: list[str]) -> bool:
+    return all(usage.get(account) == 0.0 for account in accounts)
+
+
 def effective_usage(lay: SlurmLayout, accounts: list[str]) -> dict[str, float]:
     """account -> its usage as slurmctld last ranked it (sshare EffectvUsage, a share of the cluster's)."""
-    done = subprocess.run(["sshare", "--noheader", "--parsable2", "--accounts", ",".join(accounts),
-                           "--format=Account,User,EffectvUsage"], capture_output=True, text=True, env=lay.env(),
-                          timeout=30)
+    try:
+        done = subprocess.run(["sshare", "--noheader", "--parsable2", "--accounts", ",".join(accounts),
+                               "--format=Account,User,EffectvUsage"], capture_output=True, text=True, env=lay.env(),
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise HarnessError(f"sshare: {exc}") from None
     if done.returncode != 0:
         raise HarnessError(f"sshare: {(done.stderr or done.stdout).strip()}")
     return {account: float(usage or 0) for account, user, usage in

@@ -33,7 +33,7 @@ from harness.backends import Backend, GangJob
 from harness.backends.base import JOBS_COMPLETE, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE
 from harness.criteria.training import queue_fairness as fairness
 from harness.criteria.training.queue_fairness import CRITERION
-from harness.headstart import HeadStart
+from harness.headstart import MAX_S, HeadStart
 from harness.profile import Profile
 from harness.record.evidence import Evidence
 from harness.target import Target
@@ -203,6 +203,6 @@ def test_queue_fairness(target: Target, backend: Backend, workloads: JobSystem, 
     if head_start is not None:
         ev.note(f"observed from the session's start, beside the cases before this one: it began "
                 f"{time.time() - head_start.started:.0f}s before this case")
-    seen = head_start.outcome(queue_model.timeouts.complete) if head_start is not None else \
+    seen = head_start.outcome(queue_model.timeouts.complete + MAX_S) if head_start is not None else \
         contend_ranked(workloads, backend, queue_model)
     judge_ranked(seen, workloads, backend, queue_model, ev, not_prompt)

@@ -23,7 +23,8 @@ from harness.slurm import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admission, short_admit_timeout
 
-# Fairness on Slurm lasts three ranking periods (3 minutes): its PASS is `make poc`'s; here, its FAIL on equal shares
+# Fairness on Slurm lasts four ranking periods and a wait for a ranking (about 5 minutes): its PASS is `make poc`'s;
+# here, its FAIL on equal shares
 CASES = ("test_gang_admission.py", "test_priority_preemption.py", "test_queue_wait.py",
          "test_failure_recovery.py", "test_control_plane_recovery.py")
 

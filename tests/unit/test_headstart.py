@@ -10,7 +10,7 @@ import pytest
 
 from harness.backends import ALL
 from harness.errors import HarnessError
-from harness.headstart import HeadStart, late_backends
+from harness.headstart import HeadStart, late_backends, order
 
 
 @dataclass
@@ -25,18 +25,25 @@ class Mark:
 
 @dataclass
 class Item:
-    """What headstart reads of a pytest item: its backend parameter and its head_start marker."""
+    """What headstart reads of a pytest item: its backend parameter and its markers."""
 
     backend: str
     marked: bool = False
+    name: str = ""
+    last: bool = False
+    skip: bool = False
     callspec: Spec = field(init=False)
 
     def __post_init__(self) -> None:
         self.callspec = Spec({"backend": self.backend})
 
     def get_closest_marker(self, name: str) -> Mark | None:
-        return Mark((lambda *_: None, lambda backend, kind: backend.name == "slurm" and kind == "sim")) \
-            if self.marked and name == "head_start" else None
+        if name == "head_start" and self.marked:
+            return Mark((lambda *_: None, lambda backend, kind: backend.name == "slurm" and kind == "sim"))
+        return Mark(()) if (name == "gpupoc_last" and self.last) or (name == "skip" and self.skip) else None
+
+    def iter_markers(self, name: str) -> list[Mark]:
+        return []
 
 
 def late(items: list[Item], kind: str = "sim") -> set[str]:
@@ -49,6 +56,21 @@ def test_the_cases_of_a_backend_with_a_head_start_go_last_when_other_cases_run()
 
 def test_no_backend_goes_last_when_its_head_start_has_nothing_to_run_beside() -> None:
     assert late([Item("slurm", True), Item("slurm")]) == set()
+
+
+def test_the_head_started_case_goes_first_of_its_backend_and_the_last_cases_stay_last() -> None:
+    items = [Item("slurm", name="quota[slurm]"), Item("kueue", name="quota[kueue]"),
+             Item("kueue", True, "fairness[kueue]"), Item("slurm", True, "fairness[slurm]"),
+             Item("slurm", name="wait[slurm]"), Item("slurm", name="audit[slurm]", last=True)]
+    slow = late(items)
+    ordered = sorted(items, key=lambda i: order(i, slow, ALL, "sim"))  # type: ignore[arg-type]
+    assert [i.name for i in ordered] == ["quota[kueue]", "fairness[kueue]", "fairness[slurm]", "quota[slurm]",
+                                         "wait[slurm]", "audit[slurm]"]
+
+
+def test_no_backend_goes_last_beside_only_the_cases_that_run_last_or_when_its_case_is_skipped() -> None:
+    assert late([Item("slurm", True), Item("kueue", last=True)]) == set()
+    assert late([Item("slurm", True, skip=True), Item("kueue")]) == set()
 
 
 def test_no_head_start_where_the_case_does_not_want_one() -> None:
