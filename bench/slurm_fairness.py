@@ -71,9 +71,8 @@ def main() -> int:
         while (elapsed := time.time() - started) < args.minutes * 60:
             time.sleep(min(args.every, args.minutes * 60 - elapsed))
             now = time.time()
-            intervals = [fairness.Interval(owner, start, end, profile.gpu.per_node)
-                         for pod, start, end in running_intervals(jobs.timeline, now)
-                         if (owner := next((n for n in names if f"fs-{n}-" in pod), None))]
+            intervals = fairness.tenant_intervals(running_intervals(jobs.timeline, now), names, "fs-",
+                                                  profile.gpu.per_node)
             so_far = fairness.shares(fairness.gpu_seconds(intervals, (started, now)), names)
             last = fairness.shares(fairness.gpu_seconds(intervals, (max(started, now - period_s), now)), names)
             print(f"{now - started:5.0f}  " + "  ".join(f"{so_far[n]:14.3f} {last[n]:16.3f}" for n in names)

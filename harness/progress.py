@@ -36,8 +36,7 @@ def say(line: str) -> None:
 
 
 def case_started(criterion: str, backend: str, nodeid: str) -> None:
-    if _say is not None:
-        _say(f"▶ {criterion} [{backend}]  ({nodeid})")
+    say(f"▶ {criterion} [{backend}]  ({nodeid})")
 
 
 def tally(states: list[str], noun: str = "object") -> str:
@@ -62,8 +61,8 @@ class Waiting:
 
     def tick(self, last: Callable[[], str]) -> None:
         now = time.monotonic()
-        if _say is None or not _saying() or now < self.next_at:
+        if not _saying() or now < self.next_at:
             return
         self.next_at = now + EVERY_S
         line = f"  … {self.what}: {last()} ({now - self.started:.0f}s of {self.timeout_s:.0f}s)"
-        _say(line if len(line) <= LINE_LIMIT else line[:LINE_LIMIT - 1] + "…")
+        say(line if len(line) <= LINE_LIMIT else line[:LINE_LIMIT - 1] + "…")

@@ -83,31 +83,41 @@ def run_fairness(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     if failed:  # their GPU-seconds until then still count; e.g. KAI and Volcano reclaim by evicting pods
         ev.note(f"{len(failed)} jobs failed before finishing, first {failed[0][0]}: {failed[0][1]}")
 
-    tl = workloads.timeline
-    kind = workloads.jobs(early.namespace).kind
-    intervals = [fairness.Interval(owner, start, end, size) for pod, start, end in running_intervals(tl, ended)
-                 if (owner := next((t.name for t in profile.tenants if pod.startswith(f"fair-{t.name}-")), None))]
-    pending_since = {t.name: min(first_seen(tl, kind, workloads.tracked_name(j), "queued", "admitted", "running")
-                                 or started for j in jobs[t.name]) for t in profile.tenants}
+    intervals = fairness.tenant_intervals(running_intervals(workloads.timeline, ended), names, "fair-", size)
     drained_at = {n: ended if waiting[n] else max((iv.start for iv in intervals if iv.tenant == n), default=ended)
                   for n in names}
-    window = fairness.contended_window(pending_since, drained_at)
-    measured = fairness.shares(fairness.gpu_seconds(intervals, window), names)
+    window = fairness.contended_window(pending_since(workloads, jobs, started), drained_at)
     expected = profile.expected_shares()
-    ev.note(f"contended window {window[1] - window[0]:.1f}s (harness clock: watch events); measured shares "
-            + ", ".join(f"{t} {measured[t]:.3f} (configured {expected[t]:.3f})" for t in names))
-    ev.series["shares"] = {f"share {t}": s for t, s in
-                           fairness.share_series(intervals, window, names, CHART_STEP_S).items()}
-    ev.expect("min_jain_index", round(fairness.jain_index(measured, expected), 4))
-    ev.expect("max_share_deviation", round(fairness.max_deviation(measured, expected), 4))
+    expect_shares(ev, intervals, window, expected, "watch events")
     for tenant in late:
         entitled = fairness.entitled(expected[tenant.name], capacity, size)
         took = fairness.time_to_share(intervals, tenant.name, arrived, entitled)
         ev.note(f"{tenant.name} arrived {arrived - started:.1f}s in; held its {entitled} GPUs "
                 + ("never" if took is None else f"{took:.1f}s later"))
         ev.expect("late_share_within_s", round(took if took is not None else ended - arrived, 3), label=tenant.name)
-    attach_timeline(ev, tl, started)
+    attach_timeline(ev, workloads.timeline, started)
     ev.verdict()
+
+
+def pending_since(workloads: JobSystem, jobs: dict[str, list[GangJob]], started: float) -> dict[str, float]:
+    """When each tenant first had a job in the system (its first job seen queued, admitted or running)."""
+    kind, tl = workloads.jobs(jobs[next(iter(jobs))][0].tenant.namespace).kind, workloads.timeline
+    return {name: min(first_seen(tl, kind, workloads.tracked_name(j), "queued", "admitted", "running") or started
+                      for j in mine) for name, mine in jobs.items()}
+
+
+def expect_shares(ev: Evidence, intervals: list[fairness.Interval], window: tuple[float, float],
+                  expected: dict[str, float], clock: str) -> None:
+    """The tenants' shares of GPU-seconds over `window` against the configured ones: the note, the chart, the
+    Jain's index and the largest deviation."""
+    names = list(expected)
+    measured = fairness.shares(fairness.gpu_seconds(intervals, window), names)
+    ev.note(f"contended window {window[1] - window[0]:.1f}s (harness clock: {clock}); measured shares "
+            + ", ".join(f"{t} {measured[t]:.3f} (configured {expected[t]:.3f})" for t in names))
+    ev.series["shares"] = {f"share {t}": s for t, s in
+                           fairness.share_series(intervals, window, names, CHART_STEP_S).items()}
+    ev.expect("min_jain_index", round(fairness.jain_index(measured, expected), 4))
+    ev.expect("max_share_deviation", round(fairness.max_deviation(measured, expected), 4))
 
 
 @dataclass(frozen=True)
@@ -160,28 +170,17 @@ def judge_ranked(seen: RankedContention, workloads: JobSystem, backend: Backend,
     ev.note(f"submitted {sum(len(j) for j in seen.jobs.values())} jobs in {seen.submitted_s:.1f}s; "
             + ("contention over with every tenant still waiting" if all(seen.waiting.values()) else
                "the contention ended early: " + ", ".join(n for n in names if not seen.waiting[n]) + " ran dry"))
-    tl = workloads.timeline
-    kind = workloads.jobs(profile.tenants[0].namespace).kind
-    intervals = [fairness.Interval(owner, start, end, seen.size)
-                 for pod, start, end in running_intervals(tl, seen.ended)
-                 if (owner := next((n for n in names if pod.startswith(f"fair-{n}-")), None))]
-    window = (max(min(first_seen(tl, kind, workloads.tracked_name(j), "queued", "admitted", "running") or seen.started
-                      for j in seen.jobs[n]) for n in names), seen.ended)
-    measured = fairness.shares(fairness.gpu_seconds(intervals, window), names)
-    expected = profile.expected_shares()
-    ev.note(f"contended window {window[1] - window[0]:.1f}s (harness clock: slurmrestd's job states); measured "
-            "shares " + ", ".join(f"{t} {measured[t]:.3f} (configured {expected[t]:.3f})" for t in names))
+    intervals = fairness.tenant_intervals(running_intervals(workloads.timeline, seen.ended), names, "fair-",
+                                          seen.size)
+    window = (max(pending_since(workloads, seen.jobs, seen.started).values()), seen.ended)
+    expect_shares(ev, intervals, window, profile.expected_shares(), "slurmrestd's job states")
     periods = [(window[0] + k * seen.period_s, min(window[1], window[0] + (k + 1) * seen.period_s))
                for k in range(math.ceil((window[1] - window[0]) / seen.period_s))]
     ev.note(f"{names[0]}'s share period by period: " + ", ".join(
         f"{fairness.shares(fairness.gpu_seconds(intervals, p), names)[names[0]]:.2f}" for p in periods))
-    ev.series["shares"] = {f"share {t}": s for t, s in
-                           fairness.share_series(intervals, window, names, CHART_STEP_S).items()}
-    ev.expect("min_jain_index", round(fairness.jain_index(measured, expected), 4))
-    ev.expect("max_share_deviation", round(fairness.max_deviation(measured, expected), 4))
     for tenant in profile.tenants[1:]:
         ev.not_checked("late_share_within_s", not_prompt, label=tenant.name)
-    attach_timeline(ev, tl, seen.started)
+    attach_timeline(ev, workloads.timeline, seen.started)
     ev.verdict()
 
 

@@ -162,6 +162,13 @@ def test_histogram_quantile_of_the_tests_own_observations() -> None:
     assert bucket_quantile(0.95, {1.0: 0.0, inf: 0.0}) is None
 
 
+def test_pods_are_their_tenants_intervals_by_name() -> None:
+    from harness.criteria.training import queue_fairness as fairness
+    running = [("fair-team-a-0-x-0", 0.0, 5.0), ("fair-team-b-3-x-0", 1.0, 2.0), ("other-0", 0.0, 9.0)]
+    assert fairness.tenant_intervals(running, ["team-a", "team-b"], "fair-", 4) == [
+        fairness.Interval("team-a", 0.0, 5.0, 4), fairness.Interval("team-b", 1.0, 2.0, 4)]
+
+
 def test_fairness_math() -> None:
     from harness.criteria.training import queue_fairness as fairness
     ivs = [fairness.Interval("a", 0, 10, 4), fairness.Interval("b", 0, 10, 4), fairness.Interval("a", 10, 20, 8)]

@@ -34,6 +34,14 @@ class Interval:
     gpus: int
 
 
+def tenant_intervals(running: list[tuple[str, float, float]], tenants: list[str], prefix: str,
+                     gpus: int) -> list[Interval]:
+    """(pod, start, end) spans as their tenants' intervals: a pod named `{prefix}{tenant}-...` is the tenant's; others
+    are left out."""
+    return [Interval(owner, start, end, gpus) for pod, start, end in running
+            if (owner := next((t for t in tenants if pod.startswith(f"{prefix}{t}-")), None))]
+
+
 def gpu_seconds(intervals: list[Interval], window: tuple[float, float]) -> dict[str, float]:
     """GPU-seconds each tenant held inside `window`."""
     lo, hi = window
