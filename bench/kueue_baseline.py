@@ -32,11 +32,11 @@ from kubernetes import client, config as kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from harness.backends.base import condition_time, condition_true as is_true, created_at
+from harness.core.objects import condition_time, condition_true as is_true, created_at
 from harness.sim import cluster
 from harness.sim.versions import load_pins
-from harness.timeline import percentile
-from harness.wait import RELIST, SYNCED, ApiSource, events
+from harness.core.timeline import percentile
+from harness.cluster.wait import RELIST, SYNCED, ApiSource, events
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"  # v1beta2: Kueue v0.19's storage version, and what its perf test uses
 LABEL, BENCH, CLASS_LABEL = "gpupoc.io/bench", "kueue-baseline", "gpupoc.io/kb-class"

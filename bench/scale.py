@@ -1,4 +1,4 @@
-"""Scale benchmark on the sim: the scale suite's scenario (harness/scale.py) on one backend, printed: admissions per
+"""Scale benchmark on the sim: the scale suite's scenario (harness/scenarios/scale.py) on one backend, printed: admissions per
 second, admission latency against queue depth, time to drain, Jain's index, the scheduler's and the API server's CPU
 and memory, and whether the harness keeps up (its peak resident memory, its API requests per job as M grows).
 
@@ -18,14 +18,16 @@ import os
 import sys
 import time
 
-from harness import backends, progress, scale
-from harness.config import resolve
+from harness import backends
+from harness.core import progress
+from harness.scenarios import scale
+from harness.config.options import resolve
 from harness.criteria.scale.throughput import figures
-from harness.profile import Profile, ScaleSpec
-from harness.prometheus import Prometheus
+from harness.config.profile import Profile, ScaleSpec
+from harness.cluster.prometheus import Prometheus
 from harness.sim import cluster
-from harness.target import Target, connect
-from harness.workloads import Workloads
+from harness.targets.target import Target, connect
+from harness.jobs.kubernetes import Workloads
 
 
 def one_run(target: Target, profile: Profile, backend: backends.Backend, spec: ScaleSpec) -> None:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.sim.paths import build_root
+from harness.core.paths import build_root
 
 PORT_BASE = "31000"
 GPUPOC = (sys.executable, "-m", "harness.cli")  # this checkout's harness, in this interpreter's environment

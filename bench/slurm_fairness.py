@@ -21,14 +21,14 @@ import sys
 import time
 
 from harness import backends
-from harness.backends import GangJob
+from harness.jobs.model import GangJob
 from harness.backends.slurm import SlurmBackend
-from harness.config import resolve
+from harness.config.options import resolve
 from harness.criteria.training import queue_fairness as fairness
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.sim import cluster
-from harness.target import connect
-from harness.workloads import running_intervals
+from harness.targets.target import connect
+from harness.core.timeline import running_intervals
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])

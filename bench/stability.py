@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from harness.outcomes import load_expected, unexpected
+from harness.run.outcomes import load_expected, unexpected
 from harness.record.model import load_record
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from kubernetes import client
 
-from harness import loadgen
-from harness.apply import apply_objects
-from harness.profile import Tenant
-from harness.serving import ModelService
+from harness.serving import loadgen
+from harness.cluster.apply import apply_objects
+from harness.config.profile import Tenant
+from harness.serving.service import ModelService
 from harness.sim import cluster
-from harness.traffic import Traffic, sim_traffic
-from harness.wait import poll
+from harness.serving.traffic import Traffic, sim_traffic
+from harness.cluster.wait import poll
 
 NAMESPACE = "gpupoc-bench"
 DURATION_S = 10.0

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes.client import rest
 
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 JOB_KINDS = ("/jobs/", "/rayjobs/")
 

@@ -19,30 +19,33 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness import backends as backend_registry, criteria, headstart, preflight, progress
+from harness import backends as backend_registry, criteria
+from harness.run import headstart
+from harness.setup import preflight
+from harness.core import progress
 from harness.backends import Backend
 from harness.backends.slurm import SlurmBackend
-from harness.slurm import SlurmJobs
-from harness.cleanup import delete_namespace, new_namespace, sweep
-from harness.config import OPTIONS, RunConfig, resolve
+from harness.jobs.slurm.system import SlurmJobs
+from harness.cluster.cleanup import delete_namespace, new_namespace, sweep
+from harness.config.options import OPTIONS, RunConfig, resolve
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
-from harness.environment import Down, EnvironmentWatch, Part, judged
-from harness.errors import ConfigError, HarnessError
-from harness.outcomes import ERROR, classify
-from harness.record import collect as record
+from harness.run.environment import Down, EnvironmentWatch, Part, judged
+from harness.core.errors import ConfigError, HarnessError
+from harness.run.outcomes import ERROR, classify
+from harness.run import collect as record
 from harness.record.evidence import Evidence
-from harness.record.redact import redact_text
-from harness.references import describe_missing, missing_references
-from harness.runlock import EXIT_LOCKED, LockHeld, RunLock, identity
-from harness.profile import Profile
-from harness.prometheus import Prometheus
-from harness.safety import destructive_refusal
-from harness.queue_model import apply_queue_model, may_create_queue_model
-from harness.rbac import REQUESTS_FILE
-from harness.sim import cluster
-from harness.target import Target, connect
-from harness.workloads import Workloads
+from harness.core.redact import redact_text
+from harness.setup.references import describe_missing, missing_references
+from harness.cluster.runlock import EXIT_LOCKED, LockHeld, RunLock, identity
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
+from harness.cluster.safety import destructive_refusal
+from harness.setup.queue_model import apply_queue_model, may_create_queue_model
+from harness.cluster.rbac import REQUESTS_FILE
+from harness.targets import sim
+from harness.targets.target import Target, connect
+from harness.jobs.kubernetes import Workloads
 
 CONFIG_KEY = pytest.StashKey[RunConfig]()
 TARGET_KEY = pytest.StashKey[Target]()
@@ -84,7 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpupoc_last: run after every other test (the audit of the whole run)")
     config.addinivalue_line("markers", "scale: the scale suite (run when asked: --scale on)")
     config.addinivalue_line("markers", "head_start(observe, wanted): the case observes from the session's start, "
-                                       "beside the others (harness/headstart.py)")
+                                       "beside the others (harness/run/headstart.py)")
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
     try:
         config.stash[CONFIG_KEY] = resolve(options)
@@ -199,7 +202,7 @@ def remember_tenant_secrets(config: pytest.Config, target: Target, profile: Prof
 
 
 def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None:
-    """One run at a time on a cluster (harness.runlock); a run that finds it held stops with EXIT_LOCKED."""
+    """One run at a time on a cluster (harness.cluster.runlock); a run that finds it held stops with EXIT_LOCKED."""
     if cfg.run_lock is None:
         return
     lock = RunLock(target.api, *cfg.run_lock, identity(cfg.run_id))
@@ -220,11 +223,11 @@ def environment_parts(target: Target) -> list[Part]:
     targets the seam and the Prometheus client see outages of what they call."""
     if target.kind != "sim":
         return []
-    return [Part(name, functools.partial(cluster.component_problem, name)) for name in cluster.component_names()]
+    return [Part(name, functools.partial(sim.component_problem, name)) for name in sim.component_names()]
 
 
 def sim_faults() -> list[Down]:
-    return [Down(f["component"], f["problem"], f["from"], f["to"], injected=True) for f in cluster.faults_injected()]
+    return [Down(f["component"], f["problem"], f["from"], f["to"], injected=True) for f in sim.faults_injected()]
 
 
 @pytest.fixture()
@@ -295,7 +298,7 @@ def backend(request: pytest.FixtureRequest, api: client.ApiClient) -> Backend:
 
 @pytest.fixture()
 def head_start(request: pytest.FixtureRequest) -> headstart.HeadStart | None:
-    """This case's head start (harness/headstart.py), if the session gave it one."""
+    """This case's head start (harness/run/headstart.py), if the session gave it one."""
     return request.config.stash.get(HEAD_STARTS_KEY, {}).get(request.node.nodeid)
 
 
@@ -370,7 +373,7 @@ SCALE_NOT_RUN = ("not run: the scale suite runs when asked (gpupoc run --scale o
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others, and before them the
-    cases of a backend with a head start (harness/headstart.py); the scale suite's cases are SKIP "not run" unless
+    cases of a backend with a head start (harness/run/headstart.py); the scale suite's cases are SKIP "not run" unless
     asked for (a flag, or its path named)."""
     kind = "sim" if run_config(config).targets_sim else "kubeconfig"
     config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, kind)
@@ -573,7 +576,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                                                           "itself", yellow=True)
         write_requests_seen(session.config, target)
         if target.started_sim:
-            cluster.down(say=lambda _: None)
+            sim.down(say=lambda _: None)
 
 
 def write_requests_seen(config: pytest.Config, target: Target) -> None:

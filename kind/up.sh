@@ -58,11 +58,11 @@ require_tools() {
   [ "${#missing[@]}" -eq 0 ] || die "missing: ${missing[*]}"
 }
 
-# The --set flags a chart is installed with: harness/charts.py's, the ones tests/suites/test_kind_charts.py renders.
+# The --set flags a chart is installed with: harness/setup/kind_charts.py's, the ones tests/suites/test_kind_charts.py renders.
 chart_sets() {
   local listed
   listed=$(cd "$REPO_ROOT" && "$PYTHON" -c 'import sys
-from harness.charts import kind_set_flags
+from harness.setup.kind_charts import kind_set_flags
 from harness.sim.versions import load_pins
 print("\n".join(kind_set_flags(sys.argv[1], load_pins())))' "$1")
   SETS=()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from harness.target import Target
+from harness.targets.target import Target
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from harness.backends.base import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Backend, GangJob,
-                                   JobStatus)
+from harness.backends.base import Backend
 from harness.backends.default import DefaultBackend
 from harness.backends.kai import KaiBackend
 from harness.backends.kuberay import KubeRayBackend
@@ -17,10 +16,14 @@ ALL: dict[str, Backend] = {b.name: b for b in (VolcanoBackend(), KueueBackend(),
                                                DefaultBackend(), SlurmBackend())}
 
 
+def controller_deployments() -> tuple[str, ...]:
+    """Every backend's controller Deployments on a real cluster (what control-plane recovery scales)."""
+    return tuple(sorted({d for b in ALL.values() if b.controllers for d in b.controllers.deployments}))
+
+
 def detect(api: client.ApiClient, wanted: tuple[str, ...]) -> dict[str, str | None]:
     """backend name -> None when usable here, else the reason it is skipped."""
     return {name: ALL[name].unavailable_reason(api) for name in wanted}
 
 
-__all__ = ["ADMITTED", "ALL", "FAILED", "PREEMPTED", "QUEUED", "RUNNING", "SUCCEEDED", "Backend", "GangJob",
-           "JobStatus", "detect"]
+__all__ = ["ALL", "Backend", "controller_deployments", "detect"]

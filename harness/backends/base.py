@@ -2,68 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from kubernetes import client
 
-from harness.errors import ConfigError, HarnessError
-from harness.profile import Profile, Tenant
-
-QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
-    "queued", "admitted", "running", "succeeded", "failed", "preempted")
-RUN_FOR_ANNOTATION = "sim.gpupoc.io/run-for"
-JOB_LABEL = "gpupoc.io/job"  # on every pod of a job, whatever the backend: how its pods are found
-DEFAULT_RUN_FOR_S = 30.0
-
-
-@dataclass(frozen=True)
-class GangJob:
-    """A gang of `pods` pods x `gpus_per_pod` GPUs for a tenant, at a priority, running `run_for_s` on the sim."""
-
-    name: str
-    tenant: Tenant
-    pods: int
-    gpus_per_pod: int
-    gpu_resource: str = "nvidia.com/gpu"
-    priority_class: str | None = None
-    run_for_s: float = DEFAULT_RUN_FOR_S
-    max_retries: int = 0          # restarts of the whole job before it is failed
-    restart_on_failure: bool = True
-    image: str = "sim/trainer:1"
-    labels: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.pods < 1 or self.gpus_per_pod < 0:
-            raise ConfigError(f"job {self.name}: needs at least 1 pod and 0 or more GPUs per pod")
-
-    @property
-    def gpus(self) -> int:
-        return self.pods * self.gpus_per_pod
-
-    def pod_template(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
-            "name": "train", "image": self.image,
-            "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                          "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
-        if self.priority_class:
-            spec["priorityClassName"] = self.priority_class
-        return {"metadata": {"labels": {**self.labels, JOB_LABEL: self.name},
-                             "annotations": {RUN_FOR_ANNOTATION: f"{self.run_for_s:g}s"}},
-                "spec": spec}
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """A job's state, read from server-side facts, with the server's timestamps where it has them."""
-
-    state: str
-    reason: str = ""
-    submitted_at: datetime | None = None
-    admitted_at: datetime | None = None
-    finished_at: datetime | None = None
+from harness.criteria.governance.monitoring_coverage import Series
+from harness.core.errors import HarnessError
+from harness.jobs.model import GangJob, JobStatus, OwnedKind
+from harness.config.profile import Profile, Tenant
 
 
 # Capabilities a suite may ask for; a backend says which it lacks, and why (the SKIP or "not checked" reason).
@@ -104,16 +52,6 @@ class PreemptionCounter:
 
 
 @dataclass(frozen=True)
-class OwnedKind:
-    """Objects a controller makes for our jobs (Kueue's Workloads): tracked, and waited out at teardown."""
-
-    api_version: str
-    kind: str
-    status: Callable[[dict[str, Any]], JobStatus]
-    job_uid_label: str  # the label naming the UID of the job it belongs to
-
-
-@dataclass(frozen=True)
 class WaitHistogram:
     """The scheduler's submission-to-admission histogram: name, seconds per unit, per-queue label ('' if none)."""
 
@@ -132,16 +70,6 @@ class QueueUsage:
     held: Callable[[dict[str, Any], str], float]  # (queue object, GPU resource) -> GPUs its jobs hold
     promql: str = ""
     no_metric: str = ""
-
-
-@dataclass(frozen=True)
-class Series:
-    """A series a POC needs from a backend's monitoring: what it tells, its selector, and whether it appears only
-    at its first event (a counter of preemptions, say; absent until then). No selector: the backend exports none."""
-
-    need: str
-    selector: str
-    event: bool = False
 
 
 @dataclass(frozen=True)
@@ -278,60 +206,3 @@ class Capabilities:
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         return {}
-
-
-def pod_state(pod: dict[str, Any]) -> str:
-    """Pure: 'pending', 'bound', 'running', 'succeeded', 'failed' of a Pod dict."""
-    status = pod.get("status") or {}
-    phase = status.get("phase", "Pending")
-    if phase == "Pending":
-        return "bound" if (pod.get("spec") or {}).get("nodeName") else "pending"
-    return str(phase).lower()
-
-
-def job_of(obj: dict[str, Any]) -> str | None:
-    """The gpupoc job an object (a pod) belongs to: its JOB_LABEL."""
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
-
-
-def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
-    """The tenant's queue for `backend` from the profile, or an error naming the missing field."""
-    queue = job.tenant.queues.get(backend)
-    if not queue:
-        raise ConfigError(f"tenant {job.tenant.name} has no {backend} queue in the profile "
-                         f"(tenants[].queues.{backend}){why}")
-    return queue
-
-
-def disruption(pod: dict[str, Any]) -> str | None:
-    """Why a pod was evicted, from its DisruptionTarget condition (first line of the message: KAI appends its
-    per-queue usage lines); None without one."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    target = next((c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
-    if target is None:
-        return None
-    first_line = (str(target.get("message") or "").splitlines() or [""])[0]
-    return f"{target.get('reason', '')}: {first_line}"
-
-
-def parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c.get("type") == kind), None)
-
-
-def condition_true(obj: dict[str, Any], kind: str) -> bool:
-    found = condition(obj, kind)
-    return found is not None and found.get("status") == "True"
-
-
-def condition_time(obj: dict[str, Any], kind: str) -> datetime | None:
-    found = condition(obj, kind)
-    return parse_time(found.get("lastTransitionTime")) if found and found.get("status") == "True" else None
-
-
-def created_at(obj: dict[str, Any]) -> datetime | None:
-    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))

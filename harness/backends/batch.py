@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.base import (FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, condition,
-                                   condition_time, created_at, parse_time)
+from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus
+from harness.core.objects import condition, condition_time, created_at, parse_time
 
 
 def batch_job(job: GangJob, labels: dict[str, str] | None = None) -> dict[str, Any]:

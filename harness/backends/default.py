@@ -6,8 +6,9 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (GANG, Capabilities, Controllers, GangJob, JobStatus, Monitoring,
-                                   PreemptionCounter, Series)
+from harness.backends.base import GANG, Capabilities, Controllers, Monitoring, PreemptionCounter
+from harness.jobs.model import GangJob, JobStatus
+from harness.criteria.governance.monitoring_coverage import Series
 from harness.backends.batch import batch_job, batch_status
 
 

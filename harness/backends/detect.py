@@ -5,7 +5,7 @@ from __future__ import annotations
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from harness.sim import cluster
+from harness.targets import sim
 
 
 def missing_crd_reason(api: client.ApiClient, group: str, kind: str, backend: str) -> str | None:
@@ -15,19 +15,11 @@ def missing_crd_reason(api: client.ApiClient, group: str, kind: str, backend: st
             f"install {backend} or drop it from --backends")
 
 
-def is_sim(api: client.ApiClient) -> bool:
-    if not cluster.layout().kubeconfig.exists():
-        return False
-    sim_host: str = cluster.api_client().configuration.host
-    return bool(api.configuration.host == sim_host)
-
-
 def missing_controller_reason(api: client.ApiClient, backend: str, sim_components: tuple[str, ...],
                               deployments: tuple[str, ...]) -> str | None:
     """On the sim: its processes are running. Elsewhere: one of `deployments` has an available replica."""
-    if is_sim(api):
-        running = cluster.running_components(cluster.layout())
-        down = [c for c in sim_components if not running.get(c)]
+    if sim.is_the_sim(api):
+        down = sim.controllers_down(sim_components)
         return f"{backend}: {', '.join(down)} not running on the sim (gpupoc sim status)" if down else None
     apps = client.AppsV1Api(api)
     for name in deployments:

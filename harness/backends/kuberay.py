@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (SERVING, CONTROLLER_RESTART, Controllers, ADMITTED, FAILED, JOBS_COMPLETE, QUEUED, RUNNING, SUCCEEDED, Capabilities,
-                                   GangJob, JobStatus, created_at,
-                                   parse_time, tenant_queue)
+from harness.backends.base import SERVING, CONTROLLER_RESTART, Controllers, JOBS_COMPLETE, Capabilities
+from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
+from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import PREEMPTED_WORKLOADS, QUEUE_LABEL, WORKLOAD_KIND
 

@@ -6,13 +6,14 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (Controllers, ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob,
-                                   JobStatus, Monitoring, OwnedKind, PreemptionCounter, QueueUsage, Series, WaitHistogram,
-                                   condition, condition_time, condition_true, created_at, parse_time, tenant_queue)
+from harness.backends.base import Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram
+from harness.jobs.model import ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, OwnedKind, tenant_queue
+from harness.criteria.governance.monitoring_coverage import Series
+from harness.core.objects import condition, condition_time, condition_true, created_at, parse_time
 from harness.backends.batch import batch_job
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
-from harness.profile import Tenant
+from harness.config.profile import Tenant
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 API_VERSION = "kueue.x-k8s.io/v1beta2"

@@ -1,4 +1,4 @@
-"""Slurm: batch jobs through slurmrestd, the same training cases as on Kubernetes (harness/slurm.py).
+"""Slurm: batch jobs through slurmrestd, the same training cases as on Kubernetes (harness/jobs/slurm/).
 
 Where it talks to: the sim's own Slurm (`gpupoc sim up --schedulers ...,slurm`), or a site's slurmrestd named by
 GPUPOC_SLURM_URL with one JWT per submitting user in GPUPOC_SLURM_TOKENS (a directory of files named by user;
@@ -14,44 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM,
-                                   Capabilities, Controllers, GangJob, JobStatus, Monitoring, PreemptionCounter,
-                                   Series, WaitHistogram)
-from harness.errors import ConfigError, HarnessError
-from harness.profile import Profile, Tenant
-from harness import slurm_api
-from harness import slurm as jobs_api  # the module (harness.slurm imports harness.backends.base: no names here)
+from harness.backends.base import BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring, PreemptionCounter, WaitHistogram
+from harness.jobs.model import GangJob, JobStatus
+from harness.criteria.governance.monitoring_coverage import Series
+from harness.core.errors import ConfigError, HarnessError
+from harness.config.profile import Profile, Tenant
+from harness.jobs.slurm import api as slurm_api
+from harness.jobs.slurm import system as jobs_api
+from harness.targets import sim
 
 if TYPE_CHECKING:
-    from harness.slurm import SlurmJobs, SlurmRest, SlurmSite
+    from harness.jobs.slurm.system import SlurmJobs, SlurmRest, SlurmSite
 
 URL_ENV, TOKENS_ENV = "GPUPOC_SLURM_URL", "GPUPOC_SLURM_TOKENS"
 NOT_KUBERNETES = "Slurm runs batch jobs; it has no Deployment or Service"
-
-
-def sim_site(api_host: str) -> SlurmSite | None:
-    """The sim's Slurm when the sim runs one and is the target (its API server is at `api_host`)."""
-    from harness.sim import cluster, slurm as sim_slurm  # the sim's modules only where it is the target
-    from harness.sim.config import ports_from_env
-    lay = cluster.layout()
-    state = cluster._read_state(lay) or {}
-    components, ports_of = state.get("components", {}), state.get("ports", {})
-    if "slurmrestd" not in components or api_host != f"https://127.0.0.1:{ports_of.get('kube-apiserver')}":
-        return None
-    slurm_lay = sim_slurm.SlurmLayout(lay)
-    ports = sim_slurm.SlurmPorts(ports_from_env().base)
-    return jobs_api.SlurmSite(f"http://127.0.0.1:{ports.slurmrestd}", lambda user: sim_slurm.token(slurm_lay, user),
-                              sim_slurm.PARTITION, gpu_type=gpu_type_of(slurm_lay.conf),
-                              fail_node=lambda node, reason: sim_slurm.fail_node(slurm_lay, node, reason),
-                              end_jobs=sim_slurm.end_jobs)
-
-
-def gpu_type_of(conf: Path) -> str:
-    for line in conf.read_text().splitlines():
-        if line.startswith("NodeName=") and "Gres=gpu:" in line:
-            return line.split("Gres=gpu:", 1)[1].split(":", 1)[0]
-    return ""
 
 
 def site_site() -> SlurmSite | None:
@@ -81,7 +57,7 @@ class SlurmBackend(Capabilities):
                                   "a tenant arriving late waits up to a period for its first ranking, then takes "
                                   "every GPU that frees until its usage catches up. Its fairness case has the "
                                   "tenants arrive together and judges their shares over periods"}
-    # the sim's exporter (harness/sim/slurm_exporter.py); a site's exporter is not mapped yet
+    # the sim's exporter (harness/sim/slurm/exporter.py); a site's exporter is not mapped yet
     monitoring = Monitoring((
         Series("queue wait", "slurm_job_wait_seconds_count"),
         Series("pending per queue", 'slurm_queue_jobs{state="pending"}'),
@@ -136,7 +112,7 @@ class SlurmBackend(Capabilities):
         return super().lacks(capability, target_kind)
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        self._site = site_site() or sim_site(str(api.configuration.host))
+        self._site = site_site() or sim.slurm_site(str(api.configuration.host))
         if self._site is None:
             return f"slurm: no slurmrestd (the target is not a sim running slurm, and {URL_ENV} is unset)"
         try:
@@ -198,16 +174,12 @@ class SlurmBackend(Capabilities):
     def usage_from_zero(self, profile: Profile) -> float:
         """The sim's accounts with no recorded usage (RawUsage=0), once slurmctld has ranked them on it (up to a
         PriorityCalcPeriod later); gives that period in seconds."""
-        from harness.sim import cluster, slurm as sim_slurm
-        lay = sim_slurm.SlurmLayout(cluster.layout())
-        sim_slurm.usage_from_zero(lay, list(accounts_of(profile).values()))
-        return sim_slurm.ranking_period_s(lay)
+        return sim.slurm_ranking_from_zero(list(accounts_of(profile).values()))
 
     def apply_reference_model(self, profile: Profile) -> None:
         """The sim's accounts, users and QOS from the profile (sacctmgr, as the sim's Slurm administrator)."""
-        from harness.sim import cluster, slurm as sim_slurm
         accounts = accounts_of(profile)
-        sim_slurm.apply_reference_model(sim_slurm.SlurmLayout(cluster.layout()), [
+        sim.slurm_apply_reference_model([
             {"account": accounts[t.name], "user": t.identity, "weight": t.weight, "limit_gpus": t.limit_gpus}
             for t in profile.tenants if t.name in accounts], self.cluster_gpus())
         self._model_applied = True

@@ -6,11 +6,12 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (Controllers, FAILED, QUEUED, RUNNING, SUCCEEDED, Capabilities, GangJob, JobStatus,
-                                   Monitoring, PreemptionCounter, QueueUsage, Series, WaitHistogram, allocated_gpus, created_at,
-                                   parse_time, tenant_queue)
+from harness.backends.base import Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram, allocated_gpus
+from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
+from harness.criteria.governance.monitoring_coverage import Series
+from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
-from harness.profile import Tenant
+from harness.config.profile import Tenant
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 SCHEDULER_NAME = "volcano"

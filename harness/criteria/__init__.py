@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 AT_MOST, AT_LEAST = "<=", ">="
 

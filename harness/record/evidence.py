@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.criteria import Criterion
-from harness.errors import CriterionViolation
+from harness.core.errors import CriterionViolation
 
 COMPARISONS = {"<=": operator.le, ">=": operator.ge}
 

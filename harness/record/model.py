@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 SCHEMA_VERSION = 3  # 3: task samples per result, an operations table per backend
 READABLE_VERSIONS = (2, 3)  # 2: evidence has chart specs, series per chart, checks that were not checked

@@ -3,7 +3,7 @@
 Its components and their versions, the CRDs (by API group) and admission webhooks it installs, what its
 processes used during the run (CPU seconds and peak resident memory, from their own metrics in Prometheus),
 and how its failures showed up (the events, log lines and crashes the record captured). Pure functions over
-plain data; harness.record.collect gathers the data from the cluster and Prometheus.
+plain data; harness.run.collect gathers the data from the cluster and Prometheus.
 """
 
 from __future__ import annotations

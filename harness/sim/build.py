@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import BuildError, ConfigError
-from harness.sim import paths
+from harness.core.errors import BuildError, ConfigError
+from harness.core import paths
 from harness.sim.versions import Pins, load_pins
 
 LOG_TAIL_LINES = 25

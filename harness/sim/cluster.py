@@ -17,12 +17,14 @@ from typing import Any
 
 from kubernetes import client, config as kube_config
 
-from harness.errors import ConfigError, SimError
-from harness.sim import files, nodes, paths, pki, procs, serving, slurm, stack
+from harness.core.errors import ConfigError, SimError
+from harness.sim import files, nodes, pki, procs, serving_stack as serving, stack
+from harness.core import paths
+from harness.sim.slurm import daemons as slurm
 from harness.sim.components import Component, Layout, control_plane
 from harness.sim import netns
 from harness.sim.config import SimConfig, ports_from_env
-from harness.sim.paths import state_dir
+from harness.core.paths import state_dir
 
 START_TIMEOUT_S = 90.0
 Say = Callable[[str], None]
@@ -49,6 +51,11 @@ def _read_state(lay: Layout) -> dict[str, Any] | None:
         return data
     except (OSError, ValueError):
         return None
+
+
+def recorded_state(lay: Layout) -> dict[str, Any]:
+    """What `up` recorded of the running sim (components, ports); empty when it is down."""
+    return _read_state(lay) or {}
 
 
 def _write_state(lay: Layout, state: dict[str, Any]) -> None:

@@ -10,8 +10,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ConfigError
-from harness.sim import paths
+from harness.core.errors import ConfigError
+from harness.core import paths
 from harness.sim.config import Ports
 
 SERVICE_CIDR = "10.96.0.0/12"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 DEFAULT_NODES = 4
 DEFAULT_GPUS_PER_NODE = 8

@@ -11,9 +11,9 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from harness.apply import apply_objects
-from harness.errors import BuildError
-from harness.wait import wait_for_set
+from harness.cluster.apply import apply_objects
+from harness.core.errors import BuildError
+from harness.cluster.wait import wait_for_set
 
 ESTABLISHED_TIMEOUT_S = 60.0
 

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.errors import SimError
+from harness.core.errors import SimError
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/run/netns")

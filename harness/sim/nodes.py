@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
-from harness.errors import WaitTimeout
+from harness.core.errors import WaitTimeout
 from harness.sim.config import GpuSpec
 
 NODE_NAME_PREFIX = "gpu-node-"

@@ -13,9 +13,10 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from harness.apply import apply_objects
-from harness.errors import ConfigError
-from harness.sim import crds, files, kueue, paths, pki
+from harness.cluster.apply import apply_objects
+from harness.core.errors import ConfigError
+from harness.sim import crds, files, kueue, pki
+from harness.core import paths
 from harness.sim.components import CLIENT_RATE, Component, Layout, binary
 from harness.sim.config import Ports
 from harness.sim.versions import Pins, load_pins

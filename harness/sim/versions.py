@@ -6,8 +6,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ConfigError
-from harness.sim.paths import VERSIONS_FILE
+from harness.core.errors import ConfigError
+from harness.core.paths import VERSIONS_FILE
 
 
 @dataclass(frozen=True)

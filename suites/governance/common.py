@@ -7,12 +7,12 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.backends import GangJob
+from harness.jobs.model import GangJob
 from harness.criteria.training.queue_fairness import Interval
-from harness.errors import WaitTimeout
-from harness.jobs import JobSystem
-from harness.profile import Profile, Tenant
-from harness.workloads import running_intervals
+from harness.core.errors import WaitTimeout
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile, Tenant
+from harness.core.timeline import running_intervals
 from suites.training.common import belongs, first_seen, state_is
 
 STARTED = ("admitted", "running", "succeeded")

@@ -16,18 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import ALL, GangJob
+from harness.backends import ALL
+from harness.jobs.model import GangJob
 from harness.backends.slurm import SlurmBackend
-from harness.config import RunConfig
+from harness.config.options import RunConfig
 from harness.criteria.governance import audit
 from harness.criteria.governance.audit import CRITERION
-from harness.profile import Profile
-from harness.wait import poll
+from harness.config.profile import Profile
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.sim import cluster
-from harness.slurm import AUDIT_GROUP, accounting_entry, settled_accounting
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.targets import sim
+from harness.jobs.slurm.system import AUDIT_GROUP, accounting_entry, settled_accounting
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from suites.training.common import state_is
 
 WORKLOAD_CREATES = ("jobs", "pods", "podgroups", "rayjobs", "deployments", "workloads")
@@ -40,9 +41,9 @@ def audit_source(target: Target) -> tuple[list[Path], dict[str, str]]:
     if target.kind != "sim":
         pytest.skip("no audit log source for this target: the harness reads the API server's log file on the sim; "
                     "a real cluster's log path or webhook sink is not configured in gpupoc yet")
-    log = cluster.layout().audit_log
+    log = sim.audit_log()
     files = sorted(log.parent.glob(f"{log.stem}-*{log.suffix}")) + [log]
-    argv = cluster.component_argv("kube-apiserver")
+    argv = sim.component_argv("kube-apiserver")
     flags = {a[2:].split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("--audit-") and "=" in a}
     return files, flags
 

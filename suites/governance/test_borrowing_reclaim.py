@@ -17,20 +17,22 @@ from typing import Any
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from harness.backends import Backend, GangJob
-from harness.backends.base import BORROWING, QUEUE_QUOTA, QueueUsage, disruption
+from harness.backends import Backend
+from harness.jobs.model import GangJob
+from harness.backends.base import BORROWING, QUEUE_QUOTA, QueueUsage
+from harness.jobs.model import disruption
 from harness.criteria.governance import borrowing_reclaim as reclaim
 from harness.criteria.governance.borrowing_reclaim import CRITERION
 from harness.criteria.governance.quota import gpus_over_time
-from harness.errors import WaitTimeout
-from harness.jobs import JobSystem
-from harness.profile import Profile, Tenant
-from harness.prometheus import Prometheus
-from harness.wait import poll
+from harness.core.errors import WaitTimeout
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile, Tenant
+from harness.cluster.prometheus import Prometheus
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.target import Target
+from harness.targets.target import Target
 from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, job_size, submit_and_wait_running)
-from harness.workloads import running_intervals
+from harness.core.timeline import running_intervals
 from suites.training.common import LONG_RUN_S, belongs, require, state_is
 
 CHART_STEP_S = 1.0

@@ -16,18 +16,18 @@ import pytest
 
 from harness import backends
 from harness.backends.slurm import SlurmBackend
-from harness.config import RunConfig
+from harness.config.options import RunConfig
 from harness.criteria.governance import cost_attribution as cost
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import CRITERION, Held
 from harness.criteria.governance.quota import gpus_over_time
 from harness.criteria.training.queue_fairness import Interval
-from harness.profile import Profile
-from harness.prometheus import Prometheus
-from harness.slurm import AUDIT_GROUP, accounted_gpu_seconds, settled_accounting
-from harness.wait import poll
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
+from harness.jobs.slurm.system import AUDIT_GROUP, accounted_gpu_seconds, settled_accounting
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.target import Target
+from harness.targets.target import Target
 
 CHART_STEP_S = 5.0
 STEP_S = 5  # subquery step: the sim's scrape interval (a coarser scrape blurs what only sampled series say)

@@ -13,16 +13,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from harness.backends import Backend, GangJob
-from harness.backends.base import MONITORING, Series
+from harness.backends import Backend
+from harness.jobs.model import GangJob
+from harness.backends.base import MONITORING
+from harness.criteria.governance.monitoring_coverage import Series
 from harness.criteria.governance import monitoring_coverage as coverage
 from harness.criteria.governance.monitoring_coverage import COMMON, CRITERION, GPU_UTILISATION
-from harness.jobs import JobSystem
-from harness.profile import Profile
-from harness.prometheus import Prometheus
-from harness.wait import poll
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.target import Target
+from harness.targets.target import Target
 from suites.governance.common import STARTED, submit_and_wait_running
 from suites.training.common import LONG_RUN_S, gpu_nodes, require, state_is
 

@@ -17,17 +17,18 @@ from dataclasses import replace
 
 import pytest
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.criteria.governance import queue_classes as classes
 from harness.criteria.governance.queue_classes import CRITERION
 from harness.criteria.governance.quota import gpus_over_time, peak_gpus
 from harness.criteria.training.queue_fairness import Interval
-from harness.errors import WaitTimeout
-from harness.jobs import JobSystem
-from harness.profile import Profile
+from harness.core.errors import WaitTimeout
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.target import Target
+from harness.targets.target import Target
 from suites.governance.common import STARTED, held_intervals, submit_and_wait_running
 from suites.training.common import LONG_RUN_S, gpu_nodes, require, state_is
 

@@ -15,18 +15,19 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from harness.apply import apply_objects
-from harness.backends import Backend, GangJob
+from harness.cluster.apply import apply_objects
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
-from harness.config import RunConfig
+from harness.config.options import RunConfig
 from harness.criteria.governance import quota
 from harness.criteria.governance.quota import CRITERION
-from harness.jobs import JobSystem
-from harness.manifests import labelled
-from harness.profile import Profile
-from harness.wait import poll
+from harness.jobs.system import JobSystem
+from harness.cluster.manifests import labelled
+from harness.config.profile import Profile
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.target import Target
+from harness.targets.target import Target
 from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, held_reason, job_size, stays_waiting,
                                       submit_and_wait_running)
 from suites.training.common import LONG_RUN_S, require, state_is

@@ -23,17 +23,18 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.criteria.governance import tenant_isolation as iso
 from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, CRITERION
-from harness.errors import HarnessError, Refused
-from harness.jobs import JobSystem
-from harness.profile import Profile, Tenant
-from harness.record import collect as record
+from harness.core.errors import HarnessError, Refused
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile, Tenant
+from harness.run import collect as record
 from harness.record.evidence import Evidence
-from harness.seam import install, service_account_user
-from harness.target import Target
+from harness.cluster.seam import install, service_account_user
+from harness.targets.target import Target
 from suites.governance.common import held_reason, stays_waiting
 from suites.training.common import require
 

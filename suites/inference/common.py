@@ -14,15 +14,13 @@ from harness.backends import Backend
 from harness.backends.base import SERVING
 from harness.criteria.inference.elasticity import unplaced
 from harness.criteria.inference.service_discovery import published
-from harness.profile import Profile
-from harness.serving import APP_LABEL, SERVER_PORT, TRACK_LABEL, ModelService
-from harness.sim import cluster as sim_cluster
-from harness.backends.detect import is_sim
-from harness.sim.config import ports_from_env
-from harness.target import Target
-from harness.tracker import Objects, Tracker
-from harness.traffic import Traffic, sim_traffic
-from harness.workloads import Workloads
+from harness.config.profile import Profile
+from harness.serving.service import APP_LABEL, SERVER_PORT, TRACK_LABEL, ModelService
+from harness.targets import sim
+from harness.targets.target import Target
+from harness.cluster.tracker import Objects, Tracker
+from harness.serving.traffic import Traffic, sim_traffic
+from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
 
 __all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoint_slices", "wait_ready",
@@ -31,8 +29,8 @@ __all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoin
 
 def traffic_for(target: Target, profile: Profile) -> Traffic:
     """Where probe and load come from, or SKIP with the reason nothing can reach the Service from here."""
-    if is_sim(target.api):  # the sim, also when reached through another identity's kubeconfig
-        traffic = sim_traffic(sim_cluster.data_plane_netns(), ports_from_env().kube_proxy_metrics)
+    if sim.is_the_sim(target.api):  # the sim, also when reached through another identity's kubeconfig
+        traffic = sim_traffic(sim.data_plane_netns(), sim.kube_proxy_metrics_port())
         if traffic is None:
             pytest.skip("the sim runs without its data plane (`gpupoc sim up --no-serving`): no Service answers")
         return traffic

@@ -15,12 +15,12 @@ from typing import Any
 
 from harness.backends import Backend
 from harness.criteria.inference.canary_release import CRITERION, binomial_interval
-from harness.profile import Profile
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving import SERVER_PORT, ModelService
+from harness.serving.service import SERVER_PORT, ModelService
 from harness.criteria.inference.service_discovery import published
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready, probe_file, require, roll_out, scale,
                                      traffic_for, wait_ready, wait_routed)
 

@@ -19,12 +19,12 @@ from kubernetes import client
 
 from harness.backends import Backend
 from harness.criteria.inference.elasticity import AUTOSCALING, CRITERION, flaps, held_by_queue, unplaced
-from harness.errors import WaitTimeout
-from harness.profile import Profile
+from harness.core.errors import WaitTimeout
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving import ModelService
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.serving.service import ModelService
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, of, ready_pods, require, scale, traffic_for, wait_ready
 
 SCALE_TO = 4

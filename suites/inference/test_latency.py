@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from harness import loadgen
+from harness.serving import loadgen
 from harness.backends import Backend
 from harness.criteria.inference.latency import CRITERION, LoadReport
-from harness.profile import Profile
-from harness.prometheus import Prometheus
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
 from harness.record.evidence import Evidence
-from harness.serving import ModelService
-from harness.target import Target
-from harness.wait import poll
-from harness.workloads import Workloads
+from harness.serving.service import ModelService
+from harness.targets.target import Target
+from harness.cluster.wait import poll
+from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, require, traffic_for, wait_ready
 
 RATE, DURATION_S, TOKENS = 10.0, 8.0, (32, 32)  # 80 requests of 32 prompt and 32 output tokens

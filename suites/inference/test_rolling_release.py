@@ -14,11 +14,11 @@ from typing import Any
 
 from harness.backends import Backend
 from harness.criteria.inference.rolling_release import CRITERION, per_second, seconds_below, success_rate
-from harness.profile import Profile
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving import SERVER_PORT, ModelService
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.serving.service import SERVER_PORT, ModelService
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from harness.criteria.inference.service_discovery import published
 from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready, of, probe_file, require, roll_out,
                                      traffic_for, wait_ready)

@@ -14,11 +14,11 @@ from kubernetes import client
 
 from harness.backends import Backend
 from harness.criteria.inference.service_discovery import CRITERION, Convergence, expected, published
-from harness.profile import Profile
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving import SERVER_PORT, ModelService
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.serving.service import SERVER_PORT, ModelService
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, endpoint_slices, of, require, scale, traffic_for, wait_ready
 
 STEPS = (3, "delete one", 1)  # replicas after each step

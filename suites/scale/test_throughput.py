@@ -12,17 +12,17 @@ from collections.abc import Callable
 
 import pytest
 
-from harness import scale
+from harness.scenarios import scale
 from harness.backends import Backend
 from harness.backends.base import JOBS_COMPLETE
-from harness.config import RunConfig
+from harness.config.options import RunConfig
 from harness.criteria.scale.throughput import CRITERION, depth_points, figures, over_time
-from harness.jobs import JobSystem
-from harness.profile import Profile
-from harness.prometheus import Prometheus
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
 from harness.record.evidence import Evidence
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
 
 pytestmark = pytest.mark.scale

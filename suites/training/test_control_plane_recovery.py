@@ -15,17 +15,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.backends import Backend, GangJob
-from harness.backends.base import CONTROLLER_RESTART, job_of
+from harness.backends import Backend
+from harness.jobs.model import GangJob
+from harness.backends.base import CONTROLLER_RESTART
+from harness.jobs.model import job_of
 from harness.criteria.training.control_plane_recovery import (CRITERION, Bind, admitted_twice, disturbed,
                                                              first_admission_after, lost)
-from harness.errors import WaitTimeout
-from harness.jobs import JobSystem
-from harness.profile import Profile, Tenant
+from harness.core.errors import WaitTimeout
+from harness.jobs.system import JobSystem
+from harness.config.profile import Profile, Tenant
 from harness.record.evidence import Evidence
-from harness.restart import controller_restart
-from harness.target import Target
-from harness.tracker import Objects
+from harness.targets.restart import controller_restart
+from harness.targets.target import Target
+from harness.cluster.tracker import Objects
 from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes, require, state_is
 
 

@@ -13,15 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import JOBS_COMPLETE, RETRY_POLICY
 from harness.criteria.training.failure_recovery import CRITERION
-from harness.errors import WaitTimeout
-from harness.wait import WaitFailed
-from harness.profile import Profile
+from harness.core.errors import WaitTimeout
+from harness.cluster.wait import WaitFailed
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.target import Target
-from harness.jobs import JobSystem
+from harness.targets.target import Target
+from harness.jobs.system import JobSystem
 from suites.training.common import attach_timeline, belongs, require, state_is
 
 PODS, RUN_S, RETRIES = 2, 15.0, 3

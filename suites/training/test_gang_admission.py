@@ -11,11 +11,12 @@ import time
 from collections.abc import Callable
 
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.criteria.training.gang_admission import CRITERION, GangWatch
-from harness.profile import Profile
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.jobs import JobSystem
+from harness.jobs.system import JobSystem
 from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
 
 REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles of Volcano, KAI and Slurm (1 s each) after every pod was refused

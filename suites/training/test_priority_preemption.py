@@ -10,16 +10,17 @@ import time
 from collections.abc import Callable
 
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import PREEMPTION_COUNTER
 from harness.criteria.training.priority_preemption import CRITERION, VICTIM_PODS, VICTIM_WORKLOADS, api_count
-from harness.errors import WaitTimeout
-from harness.profile import Profile
-from harness.prometheus import Prometheus
-from harness.wait import poll
+from harness.core.errors import WaitTimeout
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.target import Target
-from harness.jobs import JobSystem
+from harness.targets.target import Target
+from harness.jobs.system import JobSystem
 from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
 
 LOW, HIGH = "gpupoc-low", "gpupoc-high"

@@ -17,7 +17,7 @@ their shares over RANKING_PERIODS periods are compared with the configured share
 equal, the next evens their usage out.
 Until the next ranking, the tenant ranked first takes every GPU that frees, up to its limit. The late tenant's
 time to its share is not checked there (the backend's PROMPT_FAIR_SHARE reason says why). Those periods are
-observed from the session's start, beside the other backends' cases (harness/headstart.py), when there are any.
+observed from the session's start, beside the other backends' cases (harness/run/headstart.py), when there are any.
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import JOBS_COMPLETE, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE
 from harness.criteria.training import queue_fairness as fairness
 from harness.criteria.training.queue_fairness import CRITERION
-from harness.headstart import MAX_S, HeadStart
-from harness.profile import Profile
+from harness.run.headstart import MAX_S, HeadStart
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.target import Target
-from harness.jobs import JobSystem
-from harness.workloads import running_intervals
+from harness.targets.target import Target
+from harness.jobs.system import JobSystem
+from harness.core.timeline import running_intervals
 from suites.training.common import (attach_timeline, bound_pods, first_seen, gpu_nodes, require,
                                     wait_until_a_tenant_has_none_waiting)
 

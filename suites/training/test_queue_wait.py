@@ -12,17 +12,19 @@ import time
 from collections.abc import Callable
 
 
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.base import JOBS_COMPLETE, WAIT_HISTOGRAM, WaitHistogram
 from harness.criteria.training.queue_wait import (CRITERION, Buckets, WaitSummary, bucket_delta, bucket_quantile,
                                                   disagreement, summarize)
-from harness.errors import HarnessError
-from harness.profile import Profile
-from harness.prometheus import Prometheus
-from harness.wait import poll
+from harness.core.errors import HarnessError
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
+from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.target import Target
-from harness.jobs import MEMBER_KIND, JobSystem
+from harness.targets.target import Target
+from harness.core.timeline import MEMBER_KIND
+from harness.jobs.system import JobSystem
 from suites.training.common import attach_timeline, first_seen, gpu_nodes, require, state_is
 
 JOB_RUN_S = 4.0

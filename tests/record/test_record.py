@@ -19,7 +19,7 @@ from kubernetes import client
 from harness.record.compare import compare
 from harness.record.model import load_record, validate
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from tests.fixtures.interrupt import interruptible
 
 ARTIFACTS = REPO_ROOT / "reports" / "ci-artifacts"

@@ -14,9 +14,9 @@ import yaml
 from kubernetes import client
 
 from harness.cli import main
-from harness.manifests import MANAGED_LABEL, MANAGER
+from harness.cluster.manifests import MANAGED_LABEL, MANAGER
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "bad_input"
 SIM_PROFILE = REPO_ROOT / "profiles" / "sim.yaml"

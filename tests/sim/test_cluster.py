@@ -8,12 +8,12 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.prometheus import Prometheus
+from harness.cluster.prometheus import Prometheus
 from harness.sim import cluster
 from harness.sim.config import DEFAULT_GPU_PRODUCT, DEFAULT_GPUS_PER_NODE, DEFAULT_DRIVER_VERSION
 from harness.sim.nodes import SIMULATED_LABEL, gfd_labels, simulated_node_names
 from harness.sim.config import GpuSpec
-from harness.wait import wait_for, wait_gone
+from harness.cluster.wait import wait_for, wait_gone
 
 TIMEOUT_S = 60
 

@@ -19,10 +19,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from harness.cleanup import RUN_LABEL
-from harness.profile import Profile
+from harness.cluster.cleanup import RUN_LABEL
+from harness.config.profile import Profile
 from harness.record.model import Result, load_record
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 # The inner profile's read timeout and retry budget; its admission timeout leaves time for the controllers' own
 # reconnection backoff (client-go's reflectors retry up to 30 s apart) after a restart of the API server or etcd.
@@ -37,7 +37,7 @@ import time
 import pytest
 
 from harness.backends import GangJob
-from harness.errors import WaitTimeout
+from harness.core.errors import WaitTimeout
 from harness.sim import cluster
 
 COMPONENT, BACKEND, HOW = {component!r}, {backend!r}, {how!r}

@@ -12,16 +12,17 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness import backends
-from harness.backends import Backend, GangJob
+from harness.backends import Backend
+from harness.jobs.model import GangJob
 from harness.backends.detect import missing_crd_reason
 from harness.backends.kueue import API_VERSION as KUEUE_API_VERSION, WORKLOAD_KIND
-from harness.manifests import MANAGED_LABEL, MANAGER
-from harness.profile import Profile
-from harness.prometheus import Prometheus
+from harness.cluster.manifests import MANAGED_LABEL, MANAGER
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
-from harness.target import Target
-from harness.workloads import Workloads, job_object
+from harness.core.paths import REPO_ROOT
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads, job_object
 from tests.fixtures.interrupt import interruptible
 
 # What each backend reaches on the sim (a RayJob cannot complete without a Ray dashboard).
@@ -155,8 +156,8 @@ def test_interrupted_run_still_cleans_up(tmp_path: Path, sim_api: client.ApiClie
 
 
 def test_clean_sweeps_what_a_run_left(sim_api: client.ApiClient, queue_model: Profile) -> None:
-    from harness.apply import apply_objects
-    from harness.manifests import labelled
+    from harness.cluster.apply import apply_objects
+    from harness.cluster.manifests import labelled
     tenant = queue_model.tenant("team-b")
     apply_objects(sim_api, labelled(backends.ALL["default"].manifests(
         GangJob("left-behind", tenant, 1, 1, run_for_s=600)), "sweep-test"))

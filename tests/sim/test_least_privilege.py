@@ -19,17 +19,18 @@ import pytest
 import yaml
 from kubernetes import client
 
-from harness import config as harness_config, rbac
-from harness.config import resolve
-from harness.errors import ConfigError
-from harness.outcomes import ERROR, classify, load_expected, unexpected
-from harness.preflight import MISSING, blocked, run_preflight
-from harness.profile import Profile
+from harness.config import options as harness_config
+from harness.cluster import rbac
+from harness.config.options import resolve
+from harness.core.errors import ConfigError
+from harness.run.outcomes import ERROR, classify, load_expected, unexpected
+from harness.setup.preflight import MISSING, blocked, run_preflight
+from harness.config.profile import Profile
 from harness.record.model import load_record
-from harness.seam import PermissionMissing
+from harness.cluster.seam import PermissionMissing
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
-from harness.target import connect, in_cluster_client
+from harness.core.paths import REPO_ROOT
+from harness.targets.target import connect, in_cluster_client
 
 ACCOUNT = "gpupoc-lp/gpupoc-runner"
 LOCK = ("default", "gpupoc-run-lock")

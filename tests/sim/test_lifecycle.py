@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SimError
+from harness.core.errors import SimError
 from harness.sim import cluster, procs
 from harness.sim.components import Component, Layout
-from harness.sim.paths import build_root
+from harness.core.paths import build_root
 
 PORT_BASE = 30000
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from harness.preflight import MISSING, OK, prometheus_checks
-from harness.prometheus import Prometheus
+from harness.setup.preflight import MISSING, OK, prometheus_checks
+from harness.cluster.prometheus import Prometheus
 from harness.sim.components import prometheus_binary
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 USER, PASSWORD = "poc-reader", "correct-horse-battery-staple"
 READY_WITHIN_S = 30.0

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.runlock import EXIT_LOCKED, HOLDER_ENV
+from harness.cluster.runlock import EXIT_LOCKED, HOLDER_ENV
 from tests.fixtures.interrupt import interruptible
 
 INNER = '''

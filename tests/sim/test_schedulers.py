@@ -11,14 +11,15 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from harness.apply import apply_objects
-from harness.backends import Backend, GangJob
-from harness.profile import Profile
-from harness.workloads import Workloads
-from harness.prometheus import Prometheus, Sample
+from harness.cluster.apply import apply_objects
+from harness.backends import Backend
+from harness.jobs.model import GangJob
+from harness.config.profile import Profile
+from harness.jobs.kubernetes import Workloads
+from harness.cluster.prometheus import Prometheus, Sample
 from harness.sim import cluster, nodes
 from harness.sim.config import DEFAULT_GPUS_PER_NODE, GpuSpec
-from harness.wait import wait_for, wait_for_set
+from harness.cluster.wait import wait_for, wait_for_set
 
 TIMEOUT_S = 90
 GPU = "nvidia.com/gpu"

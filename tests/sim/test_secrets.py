@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from kubernetes import client
 
-from harness.profile import Profile
+from harness.config.profile import Profile
 from harness.sim import cluster
 
 INNER = '''

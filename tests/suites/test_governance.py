@@ -22,10 +22,10 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from harness.outcomes import load_expected, unexpected
+from harness.run.outcomes import load_expected, unexpected
 from harness.record.model import load_record
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from tests.suites.test_training_sensitivity import gpupoc, profile_variant
 
 SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resource_quota_refuses_at_creation",

@@ -12,17 +12,17 @@ from kubernetes import client
 from harness.backends import Backend
 from harness.criteria.inference import (canary_release, cold_start, elasticity, latency, rolling_release,
                                         service_discovery)
-from harness.errors import CriterionViolation
-from harness.outcomes import load_expected, unexpected
-from harness.probe import refuse_reason
-from harness.profile import Profile
-from harness.prometheus import Prometheus
+from harness.core.errors import CriterionViolation
+from harness.run.outcomes import load_expected, unexpected
+from harness.serving.availability_probe import refuse_reason
+from harness.config.profile import Profile
+from harness.cluster.prometheus import Prometheus
 from harness.record.evidence import Evidence
 from harness.record.model import load_record
 from harness.sim import cluster, netns
-from harness.target import Target
-from harness.traffic import Traffic
-from harness.workloads import Workloads
+from harness.targets.target import Target
+from harness.serving.traffic import Traffic
+from harness.jobs.kubernetes import Workloads
 from suites.inference.test_canary_release import canary_run
 from suites.inference.test_cold_start import cold_start_run
 from suites.inference.test_elasticity import autoscale_run

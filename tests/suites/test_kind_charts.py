@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client
 
-from harness import charts
-from harness.cleanup import delete_namespace
-from harness.config import RunConfig
-from harness.errors import BuildError, ConfigError
-from harness.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL
+from harness.setup import kind_charts as charts
+from harness.cluster.cleanup import delete_namespace
+from harness.config.options import RunConfig
+from harness.core.errors import BuildError, ConfigError
+from harness.cluster.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL
 from harness.sim.versions import load_pins
 
 pytestmark = pytest.mark.sim

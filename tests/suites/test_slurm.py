@@ -15,11 +15,12 @@ from kubernetes import client
 
 from harness.backends import ALL
 from harness.backends.slurm import SlurmBackend
-from harness.outcomes import load_expected, unexpected
-from harness.profile import load_profile
+from harness.run.outcomes import load_expected, unexpected
+from harness.config.profile import load_profile
 from harness.record.model import load_record
-from harness.sim import cluster, slurm as sim_slurm
-from harness.slurm import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
+from harness.sim import cluster
+from harness.sim.slurm import daemons as sim_slurm
+from harness.jobs.slurm.system import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admission, short_admit_timeout
 

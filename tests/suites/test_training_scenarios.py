@@ -14,10 +14,10 @@ from pathlib import Path
 
 from kubernetes import client
 
-from harness.outcomes import load_expected, unexpected
+from harness.run.outcomes import load_expected, unexpected
 from harness.record.model import load_record
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_queue_fairness.py::test_queue_fairness[default]",

@@ -15,13 +15,13 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.backends import Backend
-from harness.errors import CriterionViolation
-from harness.profile import Profile
+from harness.core.errors import CriterionViolation
+from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.sim import cluster
-from harness.sim.paths import REPO_ROOT
-from harness.target import Target
-from harness.workloads import Workloads
+from harness.core.paths import REPO_ROOT
+from harness.targets.target import Target
+from harness.jobs.kubernetes import Workloads
 from harness.criteria.training.failure_recovery import CRITERION as RECOVERY
 from suites.training.test_failure_recovery import run_recovery
 

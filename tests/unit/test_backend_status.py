@@ -10,9 +10,9 @@ import yaml
 
 from harness import backends
 from harness.backends import kai
-from harness.backends.base import GangJob
-from harness.profile import load_profile
-from harness.sim.paths import REPO_ROOT
+from harness.jobs.model import GangJob
+from harness.config.profile import load_profile
+from harness.core.paths import REPO_ROOT
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "recorded"
 

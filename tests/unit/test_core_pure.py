@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import resolve
-from harness.errors import ConfigError
-from harness.inventory import cross_check, dcgm_gpus, gpu_inventory, parse_nvidia_smi, provider_of
-from harness.manifests import is_ours, labelled, render, label_value_for_test
-from harness.profile import load_profile
-from harness.queue_model import queue_model
-from harness.safety import NotAllowed, destructive_refusal, require_ours
+from harness.config.options import resolve
+from harness.core.errors import ConfigError
+from harness.cluster.inventory import cross_check, dcgm_gpus, gpu_inventory, parse_nvidia_smi, provider_of
+from harness.cluster.manifests import is_ours, labelled, render, label_value_for_test
+from harness.config.profile import load_profile
+from harness.setup.queue_model import queue_model
+from harness.cluster.safety import NotAllowed, destructive_refusal, require_ours
 from harness.sim.config import GpuSpec
 from harness.sim.nodes import node_manifest
-from harness.sim.paths import REPO_ROOT
-from harness.timeline import Timeline, Transition, percentile, seconds_between
+from harness.core.paths import REPO_ROOT
+from harness.core.timeline import Timeline, Transition, percentile, seconds_between
 
 
 @dataclass
@@ -128,7 +128,8 @@ def test_queue_model_has_tenants_priorities_and_queues_of_present_backends() -> 
 
 
 def test_labelled_reaches_volcano_tasks_and_ray_groups() -> None:
-    from harness.backends import ALL, GangJob
+    from harness.backends import ALL
+    from harness.jobs.model import GangJob
     team = load_profile(REPO_ROOT / "profiles" / "sim.yaml").tenant("team-a")
     job = GangJob("g", team, 3, 1)
     [volcano] = labelled(ALL["volcano"].manifests(job), "r1")

@@ -9,13 +9,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from harness.backends.base import Series
+from harness.criteria.governance.monitoring_coverage import Series
 from harness.criteria.governance import audit, borrowing_reclaim as reclaim, cost_attribution as cost, quota
 from harness.criteria.governance import monitoring_coverage as coverage, tenant_isolation as iso
 from harness.criteria.training.queue_fairness import Interval
-from harness.profile import load_profile
-from harness.queue_model import queue_model
-from harness.sim.paths import REPO_ROOT
+from harness.config.profile import load_profile
+from harness.setup.queue_model import queue_model
+from harness.core.paths import REPO_ROOT
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Head starts (harness/headstart.py): which backends' cases go last, and a head start's outcome and waits."""
+"""Head starts (harness/run/headstart.py): which backends' cases go last, and a head start's outcome and waits."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from harness.backends import ALL
-from harness.errors import HarnessError
-from harness.headstart import HeadStart, late_backends, order
+from harness.core.errors import HarnessError
+from harness.run.headstart import HeadStart, late_backends, order
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import charts
+from harness.setup import kind_charts as charts
 from harness.sim import build
 from harness.sim.versions import load_pins
 

@@ -8,10 +8,10 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from harness.criteria import AT_MOST, Criterion, Threshold, get, registered
-from harness.errors import ConfigError, CriterionViolation, HarnessError, WaitTimeout
-from harness.outcomes import ERROR, FAIL, load_expected, unexpected, classify
+from harness.core.errors import ConfigError, CriterionViolation, HarnessError, WaitTimeout
+from harness.run.outcomes import ERROR, FAIL, load_expected, unexpected, classify
 from harness.record.evidence import Evidence
-from harness.seam import ApiUnavailable, read_timeout, settled_by_retry, transient_cause
+from harness.cluster.seam import ApiUnavailable, read_timeout, settled_by_retry, transient_cause
 
 
 @pytest.mark.parametrize("exc, outcome", [
@@ -95,8 +95,9 @@ def test_seam_retries_only_what_is_transient_and_watches_read_longer() -> None:
 
 
 def test_a_tenant_without_a_queue_for_the_backend_is_a_profile_gap_not_a_fail() -> None:
-    from harness.backends import ALL, GangJob
-    from harness.profile import Tenant
+    from harness.backends import ALL
+    from harness.jobs.model import GangJob
+    from harness.config.profile import Tenant
     tenant = Tenant("team-c", "poc-team-c", "team-c-submitter", 1.0, 8, {"kueue": "team-c"})
     with pytest.raises(ConfigError, match="tenant team-c has no volcano queue in the profile") as caught:
         ALL["volcano"].manifests(GangJob("j", tenant, 1, 1))

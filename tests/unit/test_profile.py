@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.errors import ConfigError
-from harness.profile import criteria_thresholds, load_profile, parse_profile
-from harness.sim.paths import REPO_ROOT
+from harness.core.errors import ConfigError
+from harness.config.profile import criteria_thresholds, load_profile, parse_profile
+from harness.core.paths import REPO_ROOT
 
 SIM = REPO_ROOT / "profiles" / "sim.yaml"
 

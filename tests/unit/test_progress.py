@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import progress
+from harness.core import progress
 
 
 def test_a_tally_of_states_reads_at_a_glance() -> None:

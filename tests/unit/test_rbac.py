@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import resolve
-from harness.errors import ConfigError
-from harness.preflight import Check, MISSING, OK, blocked, needed_permissions, queue_state_problem, table
-from harness.prometheus import credentials
-from harness.rbac import Request, allowed, impersonation_of, outside, request_of, runner_manifests
+from harness.backends import controller_deployments
+from harness.config.options import resolve
+from harness.core.errors import ConfigError
+from harness.setup.preflight import Check, MISSING, OK, blocked, needed_permissions, queue_state_problem, table
+from harness.cluster.prometheus import credentials
+from harness.cluster.rbac import Request, allowed, impersonation_of, outside, request_of, runner_manifests
 
 API = "https://127.0.0.1:29443"
 
@@ -88,7 +89,7 @@ def test_the_role_for_a_profile_is_reads_cluster_wide_and_workloads_in_the_tenan
     assert not allowed(docs, Request("update", "coordination.k8s.io", "leases", "", "default", "other-lease"))
     assert not allowed(docs, Request("patch", "apps", "deployments", "scale", "kueue-system", "kueue-controller-manager"))
     runner_submits = dataclasses.replace(profile, submit_as="runner")
-    with_creates = runner_manifests(runner_submits, "gpupoc/runner", None, destructive=True)
+    with_creates = runner_manifests(runner_submits, "gpupoc/runner", None, destructive=controller_deployments())
     assert allowed(with_creates, Request("create", "batch", "jobs", namespace=profile.tenants[0].namespace))
     assert allowed(with_creates, Request("patch", "apps", "deployments", "scale", "kueue-system",
                                          "kueue-controller-manager"))
@@ -146,7 +147,7 @@ def test_prometheus_credentials_come_from_files_or_the_url_and_leave_the_url_cle
 
 
 def test_a_refusing_prometheus_is_said_in_a_few_words() -> None:
-    from harness.prometheus import refusal
+    from harness.cluster.prometheus import refusal
     html = Exception("HTTP Status Code 501 (b'<!DOCTYPE HTML>\\n<html lang=\"en\"><head>...</html>')")
     assert refusal(html) == "HTTP 501: an HTML page, not the Prometheus API"
     bad = Exception('HTTP Status Code 400 (b\'{"status":"error","errorType":"bad_data","error":"parse error"}\')')
@@ -155,5 +156,5 @@ def test_a_refusing_prometheus_is_said_in_a_few_words() -> None:
 
 
 def test_bindings_carry_no_rules() -> None:
-    docs = runner_manifests(resolve({}).profile, "gpupoc/runner", ("default", "lock"), destructive=True)
+    docs = runner_manifests(resolve({}).profile, "gpupoc/runner", ("default", "lock"), destructive=controller_deployments())
     assert all("rules" not in d for d in docs if d["kind"].endswith("Binding"))

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.record import operations
 from harness.record.model import Result, load_record
-from harness.record.redact import REDACTED
+from harness.core.redact import REDACTED
 from harness.record.render import sections
-from harness.record.samples import Samples, shape
+from harness.core.samples import Samples, shape
 from harness.record.verdict import environment_line, title, verdicts
 
 RECORDS = Path(__file__).parents[1] / "fixtures" / "records"
@@ -159,7 +159,7 @@ def test_amended_samples_survive_a_round_trip(tmp_path: Path) -> None:
 def test_a_list_the_runner_may_not_make_is_said_not_fatal() -> None:
     from kubernetes import client
 
-    from harness.record.collect import readable
+    from harness.run.collect import readable
 
     def refused() -> list[str]:
         raise client.ApiException(status=403, reason="Forbidden")

@@ -8,11 +8,11 @@ import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from harness.criteria.training.control_plane_recovery import Bind, admitted_twice, disturbed, first_admission_after, lost
-from harness.environment import Down, EnvironmentWatch, Part, faults_between, judged, without_sampled_twice
-from harness.prometheus import transient
-from harness.record.redact import environment_secrets, kubeconfig_secrets
-from harness.runlock import expired
-from harness.seam import Outage, merged
+from harness.run.environment import Down, EnvironmentWatch, Part, faults_between, judged, without_sampled_twice
+from harness.cluster.prometheus import transient
+from harness.core.redact import environment_secrets, kubeconfig_secrets
+from harness.cluster.runlock import expired
+from harness.cluster.seam import Outage, merged
 
 BINDS = [Bind("fill-0", "u1", 10.0), Bind("wait-0", "u2", 21.5), Bind("wait-1", "u3", 22.0),
          Bind("wait-1", "u4", 30.0)]
@@ -104,7 +104,7 @@ def test_a_prometheus_not_ready_yet_is_retried_and_a_bad_query_is_not() -> None:
 def test_redacting_a_json_file_keeps_it_json() -> None:
     """A failure message quoting `password: value"` inside a JSON string: the value goes, the escaped quote stays."""
     import json
-    from harness.record.redact import redact_text
+    from harness.core.redact import redact_text
     text = json.dumps({"message": 'assert False, "token: " + x + " password: hunter2-planted"',
                        "config": "password=s3cr3t-value\\"})
     redacted = redact_text(text)

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from harness.backends.kueue import workload_status
-from harness.errors import WaitTimeout
-from harness.tracker import Tracker
-from harness.wait import WaitFailed, wait_gone
+from harness.core.errors import WaitTimeout
+from harness.cluster.tracker import Tracker
+from harness.cluster.wait import WaitFailed, wait_gone
 from tests.fixtures.replay import Replay, recorded
 
 

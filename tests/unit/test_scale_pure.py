@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import pytest
 
 from harness import backends
-from harness.backends.base import JOB_LABEL, GangJob
+from harness.jobs.model import JOB_LABEL, GangJob
 from harness.criteria.scale.throughput import (Admission, bucket_of, busy_s, depth_at_submission, depth_points,
                                                figures, over_time, peak_rate, percentile)
-from harness.profile import Tenant
-from harness.scale import FirstAdmission
+from harness.config.profile import Tenant
+from harness.scenarios.scale import FirstAdmission
 
 
 def test_rates_latency_and_drain_of_a_steady_stream() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import ConfigError
-from harness.inventory import gpu_inventory
+from harness.core.errors import ConfigError
+from harness.cluster.inventory import gpu_inventory
 from harness.sim import build, files
 from harness.sim.config import GpuSpec, Ports, SimConfig
 from harness.sim.nodes import node_manifest, next_node_names

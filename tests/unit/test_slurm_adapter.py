@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.backends.base import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
-from harness.sim import slurm as sim_slurm
+from harness.jobs.model import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
+from harness.sim.slurm import daemons as sim_slurm
 from harness.sim.components import Layout
-from harness.errors import HarnessError
-from harness.slurm import PollSource, expand_hostlist, gres_count, job_object, member_objects, merged, status_of
+from harness.core.errors import HarnessError
+from harness.jobs.slurm.system import PollSource, expand_hostlist, gres_count, job_object, member_objects, merged, status_of
 
 # as GET /slurm/v0.0.38/jobs answered for a 2-node gang (fields trimmed to those read)
 RUNNING_JOB = {"job_id": 7, "name": "gang-ab12c", "account": "team-a", "user_name": "team-a-submitter",
@@ -124,7 +124,7 @@ def test_a_requeued_job_gets_members_of_a_new_allocation() -> None:
 
 
 def test_refusals_are_told_from_other_errors_whichever_field_names_the_code() -> None:
-    from harness.slurm import REFUSALS, _codes, _errors
+    from harness.jobs.slurm.system import REFUSALS, _codes, _errors
     answer = '{"errors": [{"error_code": 2045, "error": "Invalid account or account/partition combination specified"}]}'
     assert _codes(answer) == {2045} and _codes(answer) & REFUSALS
     assert _errors(answer) == "Invalid account or account/partition combination specified (2045)"
@@ -135,8 +135,8 @@ def test_refusals_are_told_from_other_errors_whichever_field_names_the_code() ->
 
 
 def test_a_member_back_to_pending_stopped_holding_its_gpus() -> None:
-    from harness.timeline import Timeline, Transition
-    from harness.workloads import running_intervals
+    from harness.core.timeline import Timeline, Transition
+    from harness.core.timeline import running_intervals
     timeline = Timeline()
     for state, at in (("pending", 1.0), ("running", 2.0), ("pending", 5.0), ("running", 16.0), ("succeeded", 20.0)):
         timeline.add(Transition("Pod", "job-0", state, at))
@@ -146,7 +146,7 @@ def test_a_member_back_to_pending_stopped_holding_its_gpus() -> None:
 def test_slurmdbd_records_give_the_submitter_and_the_gpu_seconds_of_every_run() -> None:
     from datetime import datetime, timezone
     from harness.criteria.governance.audit import Submitted
-    from harness.slurm import AUDIT_GROUP, accounted_gpu_seconds, accounting_entry
+    from harness.jobs.slurm.system import AUDIT_GROUP, accounted_gpu_seconds, accounting_entry
     gpus = {"type": "gres", "name": "gpu", "count": 8}
     # as GET /slurmdb/v0.0.38/jobs answered for a job preempted after 1 s and run again for 15 s (fields trimmed)
     records = [{"job_id": 214, "user": "team-a-submitter", "time": {"submission": 1796154000, "elapsed": 1},
@@ -166,7 +166,7 @@ def test_slurmdbd_records_give_the_submitter_and_the_gpu_seconds_of_every_run() 
 def test_accounting_is_settled_once_every_job_is_recorded_and_every_run_has_ended() -> None:
     from datetime import datetime, timezone
     from harness.criteria.governance.audit import Submitted
-    from harness.slurm import AUDIT_GROUP, accounting_settled
+    from harness.jobs.slurm.system import AUDIT_GROUP, accounting_settled
     job = Submitted("jobs", AUDIT_GROUP, "poc-team-a", "44", datetime.fromtimestamp(1796177448.3, timezone.utc),
                     "team-a-submitter")
     # as slurmdbd answered 2 s after submission (not handed over yet), while it ran, and once it had ended

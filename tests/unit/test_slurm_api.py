@@ -1,4 +1,4 @@
-"""slurmrestd's openapi versions (harness.slurm_api): which one is spoken, and the answers and request bodies of
+"""slurmrestd's openapi versions (harness.jobs.slurm.api): which one is spoken, and the answers and request bodies of
 v0.0.40 and later against v0.0.38's shape, on objects written as Slurm's source says each version writes them
 (SchedMD/slurm, src/plugins/data_parser/v0.0.4N/parsers.c at each release's tag). Pure logic, no slurmrestd."""
 
@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.slurm import (REFUSALS, _codes, accounted_gpu_seconds, job_object, member_objects, merged,
-                           status_of)
-from harness.slurm_api import (LEGACY, SUPPORTED, chosen, job_description, job_submit_body, legacy_answer,
-                               offered)
+from harness.core.errors import ConfigError
+from harness.jobs.slurm.system import REFUSALS, _codes, accounted_gpu_seconds, job_object, member_objects, merged, status_of
+from harness.jobs.slurm.api import LEGACY, SUPPORTED, chosen, job_description, job_submit_body, legacy_answer, offered
 from tests.unit.test_slurm_adapter import PENDING_JOB, RUNNING_JOB
 
 CURRENT = [v for v in SUPPORTED if v != LEGACY]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.sim import build, kueue, stack
 from harness.sim.components import Layout
 from harness.sim.config import SCHEDULERS_ENV, Ports, SimConfig, parse_schedulers

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.sim.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy not installed (pip install -e '.[test]')")

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from harness.sim import paths
+from harness.core import paths
 
 WORKFLOWS = sorted((paths.REPO_ROOT / ".github" / "workflows").glob("*.y*ml"))
 ACTIONLINT = paths.bin_dir() / "actionlint"

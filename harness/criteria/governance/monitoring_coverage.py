@@ -7,8 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.backends.base import Series
 from harness.criteria import AT_MOST, Criterion, Threshold, register
+
+
+@dataclass(frozen=True)
+class Series:
+    """A series a POC needs from a backend's monitoring: what it tells, its selector, and whether it appears only
+    at its first event (a counter of preemptions, say; absent until then). No selector: the backend exports none."""
+
+    need: str
+    selector: str
+    event: bool = False
+
 
 CRITERION = register(Criterion(
     "governance.monitoring_coverage",

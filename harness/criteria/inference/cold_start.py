@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.base import condition_time, created_at
+from harness.core.objects import condition_time, created_at
 from harness.criteria import AT_MOST, Criterion, Threshold, register
-from harness.timeline import percentile
+from harness.core.timeline import percentile
 
 CRITERION = register(Criterion(
     "inference.cold_start",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from harness.backends.base import parse_time
+from harness.core.objects import parse_time
 from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(

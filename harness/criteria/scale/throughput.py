@@ -1,7 +1,7 @@
 """Scale — scheduler throughput with a big fleet and a deep queue: admissions per second (sustained and peak),
 admission latency percentiles overall and against the queue depth a job met at submission, time to drain, and
 Jain's index of the tenants' shares of what was admitted while every tenant still had work waiting (pure: from
-what was watched). `harness/scale.py` runs the scenario; `suites/scale/` and `bench/scale.py` feed it."""
+what was watched). `harness/scenarios/scale.py` runs the scenario; `suites/scale/` and `bench/scale.py` feed it."""
 
 from __future__ import annotations
 

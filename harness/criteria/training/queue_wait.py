@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
-from harness.timeline import percentile
+from harness.core.timeline import percentile
 
 CRITERION = register(Criterion(
     "training.queue_wait",

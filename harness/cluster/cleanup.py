@@ -1,0 +1,83 @@
+"""Nothing left behind: a namespace per test, deleted with a timeout; sweeps of what a run created."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from harness.core.errors import WaitTimeout
+from harness.cluster.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL, TEST_LABEL, label_value_for_test
+from harness.cluster.wait import wait_gone
+
+# Cluster-scoped kinds suites may create (queues, priority classes), swept by label.
+CLUSTER_SCOPED = (("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
+                  ("scheduling.volcano.sh/v1beta1", "Queue"), ("scheduling.k8s.io/v1", "PriorityClass"))
+# Workloads suites create in the tenants' own namespaces (the queue model's), swept by label.
+NAMESPACED = (("batch/v1", "Job"), ("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob"),
+              ("ray.io/v1", "RayCluster"), ("scheduling.run.ai/v2alpha2", "PodGroup"), ("apps/v1", "Deployment"),
+              ("v1", "Service"), ("v1", "Pod"))
+HTTP_NOT_FOUND = 404
+
+
+@dataclass
+class Leftovers:
+    """What refused to go, reported in the record instead of being ignored."""
+
+    items: list[str] = field(default_factory=list)
+
+
+def new_namespace(core: client.CoreV1Api, run_id: str, test: str, prefix: str = "t") -> str:
+    name = f"{prefix}-{run_id}-{uuid.uuid4().hex[:5]}"[:63]
+    core.create_namespace({"metadata": {"name": name, "labels": {
+        RUN_LABEL: run_id, TEST_LABEL: label_value_for_test(test), MANAGED_LABEL: MANAGER}}})
+    return name
+
+
+def delete_namespace(core: client.CoreV1Api, name: str, timeout_s: float) -> str | None:
+    """Delete and wait until gone; None when gone, else a line saying what is still there."""
+    try:
+        core.delete_namespace(name, propagation_policy="Background")
+    except client.ApiException as exc:
+        if exc.status == HTTP_NOT_FOUND:
+            return None
+        raise
+    try:
+        wait_gone(core.list_namespace, f"Namespace {name}", timeout_s=timeout_s,
+                  describe=lambda n: f"phase={n.status.phase}", field_selector=f"metadata.name={name}")
+    except WaitTimeout:
+        pods = [p.metadata.name for p in core.list_namespaced_pod(name).items]
+        return f"namespace {name} still terminating after {timeout_s:.0f}s; pods left: {pods or 'none'}"
+    return None
+
+
+def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
+          say: Callable[[str], None] = print) -> list[str]:
+    """Delete every namespace and cluster-scoped object gpupoc labelled (of one run, or of all); return leftovers."""
+    selector = f"{MANAGED_LABEL}={MANAGER},{RUN_LABEL}" + (f"={run_id}" if run_id else "")  # never the queue model
+    core = client.CoreV1Api(api)
+    namespaces = [n.metadata.name for n in core.list_namespace(label_selector=selector).items]
+    dynamic = DynamicClient(api)
+    for api_version, kind in NAMESPACED + CLUSTER_SCOPED:
+        try:
+            resource = dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            continue
+        for item in resource.get(label_selector=selector).items:
+            namespace = item.metadata.namespace
+            if namespace in namespaces:
+                continue  # goes with its namespace
+            try:
+                resource.delete(name=item.metadata.name, namespace=namespace, propagation_policy="Background")
+            except NotFoundError:
+                continue  # already gone with its owner
+            say(f"deleted {kind} {namespace + '/' if namespace else ''}{item.metadata.name}")
+    for name in namespaces:
+        core.delete_namespace(name, propagation_policy="Background")
+        say(f"deleting namespace {name}")
+    leftovers = [line for name in namespaces if (line := delete_namespace(core, name, timeout_s))]
+    return leftovers

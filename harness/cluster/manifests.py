@@ -1,0 +1,111 @@
+"""Manifest templates under manifests/: rendered with parameters, labelled, ready to apply.
+
+Templates are Jinja2 with strict undefined; a template error, a missing or an unknown
+parameter raises a ConfigError naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from jinja2 import meta
+
+from harness.core.errors import ConfigError
+from harness.core.paths import REPO_ROOT
+
+MANIFESTS = REPO_ROOT / "manifests"
+RUN_LABEL = "gpupoc.io/run-id"
+TEST_LABEL = "gpupoc.io/test"
+MANAGED_LABEL = "app.kubernetes.io/managed-by"
+MANAGER = "gpupoc"
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS)), undefined=jinja2.StrictUndefined,
+                          keep_trailing_newline=True, autoescape=False)
+
+
+def _first_use(source: str, name: str) -> int:
+    for number, line in enumerate(source.splitlines(), 1):
+        if re.search(rf"{{[{{%][^}}]*\b{re.escape(name)}\b", line):
+            return number
+    return 1
+
+
+def _template_line(exc: BaseException, filename: str) -> int | None:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(filename)]
+    return frames[-1].lineno if frames else None
+
+
+def render(name: str, /, **params: Any) -> list[dict[str, Any]]:
+    """Render manifests/`name` with exactly the parameters it uses; return its YAML documents."""
+    path = MANIFESTS / name
+    where = f"manifests/{name}"
+    try:
+        source = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read the template ({exc.strerror})") from exc
+    try:
+        used = meta.find_undeclared_variables(_ENV.parse(source, name=name, filename=str(path)))
+        template = _ENV.get_template(name)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"{where}:{exc.lineno}: template error: {exc.message}") from exc
+    missing = sorted(used - set(params))
+    if missing:
+        raise ConfigError(f"{where}:{_first_use(source, missing[0])}: missing parameter {missing[0]!r} "
+                          f"(the template uses: {', '.join(sorted(used))})")
+    unknown = sorted(set(params) - used)
+    if unknown:
+        raise ConfigError(f"{where}: unknown parameter {unknown[0]!r} (the template uses: {', '.join(sorted(used))})")
+    try:
+        text = template.render(**params)
+    except jinja2.UndefinedError as exc:
+        line = _template_line(exc, name)
+        raise ConfigError(f"{where}:{line or '?'}: {exc.message}") from exc
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"{where}: rendered YAML is invalid at rendered line "
+                          f"{mark.line + 1 if mark else '?'}: {getattr(exc, 'problem', exc)}") from exc
+
+
+def labelled(objects: list[dict[str, Any]], run_id: str, test: str = "") -> list[dict[str, Any]]:
+    """Mark objects (and their pod templates) as gpupoc's: only labelled objects are ever changed or deleted."""
+    marks = {RUN_LABEL: run_id, MANAGED_LABEL: MANAGER}
+    if test:
+        marks[TEST_LABEL] = label_value_for_test(test)
+    for obj in objects:
+        obj.setdefault("metadata", {}).setdefault("labels", {}).update(marks)
+        for template in pod_templates(obj.get("spec")):
+            template.setdefault("metadata", {}).setdefault("labels", {}).update(marks)
+    return objects
+
+
+def pod_templates(node: Any) -> list[dict[str, Any]]:
+    """Every pod template inside a spec: Job/Deployment `template`, Volcano `tasks[].template`, Ray groups."""
+    found: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "template" and isinstance(value, dict) and "containers" in (value.get("spec") or {}):
+                found.append(value)
+            else:
+                found += pod_templates(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += pod_templates(item)
+    return found
+
+
+def label_value_for_test(test: str) -> str:
+    """A test's node id as a valid label value (63 characters, alphanumerics, '-', '_', '.')."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", test)[-63:].strip("-_.")
+    return value or "test"
+
+
+def is_ours(obj: dict[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_LABEL) == MANAGER and RUN_LABEL in labels

@@ -1,0 +1,253 @@
+"""The POC profile: tenants, queues, GPU sizes, a threshold for every criterion, timeouts.
+
+Validated once, before any test runs; an error names the field and what is allowed.
+Thresholds are data: suites read them from here and contain no threshold literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.criteria import registered
+from harness.core.errors import ConfigError
+from harness.core.timeouts import OPERATIONS, Timeouts
+
+SUBMITTERS = ("runner", "tenant")  # who submits the jobs: the runner's identity, or each tenant's own
+BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default", "slurm")
+
+
+
+def criteria_thresholds() -> dict[str, dict[str, str]]:
+    """criterion id -> {threshold name: meaning}, of every implemented criterion; a profile sets each one."""
+    return {c.id: {t.name: t.meaning for t in c.thresholds} for c in registered().values()}
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    namespace: str
+    identity: str
+    weight: float
+    quota_gpus: int
+    queues: dict[str, str]
+    context: str | None = None  # the tenant's own kubeconfig context; else the runner impersonates `identity`
+    limit_gpus: int | None = None  # the most GPUs it may hold, borrowing included (None: no cap)
+    dev_queues: dict[str, str] = field(default_factory=dict)  # backend -> its development (interactive) queue
+    dev_gpus: int = 0  # GPUs its development queue is guaranteed
+    serving_namespace: str | None = None  # where its model services run (inference); None: its namespace
+
+    @property
+    def inference_namespace(self) -> str:
+        return self.serving_namespace or self.namespace
+
+    @property
+    def borrowing_gpus(self) -> int | None:
+        """How many GPUs beyond its quota it may borrow (None: no cap)."""
+        return None if self.limit_gpus is None else self.limit_gpus - self.quota_gpus
+
+
+@dataclass(frozen=True)
+class GpuSizes:
+    resource: str
+    per_node: int
+    job_sizes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """The scale scenario (suites/scale): `nodes` whole GPU nodes (the sim adds what it lacks; a real cluster runs on
+    what it has), `jobs` whole-node jobs of `run_for_s` seconds submitted at `rate_per_s` across the tenants by its
+    weights, `submitters` requests at once (the client's explicit concurrency); waiting ends at `cap_s`."""
+    nodes: int = 1000
+    jobs: int = 10000
+    rate_per_s: float = 50.0
+    run_for_s: float = 30.0
+    cap_s: float = 1200.0
+    submitters: int = 8
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    tenants: tuple[Tenant, ...]
+    gpu: GpuSizes
+    thresholds: dict[str, dict[str, float]]
+    timeouts: Timeouts
+    prometheus_url: str | None = None
+    submit_as: str = "runner"  # "tenant": jobs are submitted acting as the tenant's identity
+    inference_url: str | None = None  # a real cluster: the model Service's ingress or gateway URL (probe and load)
+    scale: ScaleSpec = field(default_factory=ScaleSpec)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def threshold(self, criterion: str, name: str) -> float:
+        return self.thresholds[criterion][name]
+
+    def tenant(self, name: str) -> Tenant:
+        for tenant in self.tenants:
+            if tenant.name == name:
+                return tenant
+        raise ConfigError(f"profile {self.name}: no tenant named {name!r}")
+
+    def expected_shares(self) -> dict[str, float]:
+        total = sum(t.weight for t in self.tenants)
+        return {t.name: t.weight / total for t in self.tenants}
+
+
+class _Fields:
+    """Reads one mapping of the profile, naming the path of anything wrong."""
+
+    def __init__(self, data: Any, path: str, source: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: {path or 'the profile'} must be a mapping, got {type(data).__name__}")
+        self.data, self.path, self.source = data, path, source
+
+    def _where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def fail(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {self._where(key)}: {message}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise self.fail(key, "missing")
+            return default
+        value = self.data[key]
+        if kind in (int, float) or kind == (int, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise self.fail(key, f"must be a number, got {value!r}")
+            if kind is int and not isinstance(value, int):
+                raise self.fail(key, f"must be a whole number, got {value!r}")
+            return value
+        if not isinstance(value, kind):
+            wanted = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(key, f"must be a {wanted}, got {value!r}")
+        return value
+
+    def child(self, key: str) -> _Fields:
+        return _Fields(self.get(key, dict), self._where(key), self.source)
+
+    def only(self, allowed: tuple[str, ...] | list[str]) -> None:
+        unknown = sorted(set(self.data) - set(allowed))
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field; allowed: {', '.join(allowed)}")
+
+
+def _tenant(item: Any, index: int, source: str) -> Tenant:
+    f = _Fields(item, f"tenants[{index}]", source)
+    f.only(("name", "namespace", "identity", "weight", "quota_gpus", "limit_gpus", "queues", "dev_queues", "dev_gpus",
+            "context", "serving_namespace"))
+    weight = f.get("weight", (int, float))
+    if weight <= 0:
+        raise f.fail("weight", f"must be greater than 0, got {weight}")
+    quota = f.get("quota_gpus", int, 0)
+    if quota < 0:
+        raise f.fail("quota_gpus", f"must be 0 or more, got {quota}")
+    limit = f.get("limit_gpus", int, None)
+    if limit is not None and limit < quota:
+        raise f.fail("limit_gpus", f"must be at least quota_gpus ({quota}): it is the most the tenant may hold, "
+                     f"borrowing included; got {limit}")
+    queues = f.child("queues") if "queues" in f.data else _Fields({}, f._where("queues"), source)
+    queues.only(BACKENDS)
+    dev_queues = f.child("dev_queues") if "dev_queues" in f.data else _Fields({}, f._where("dev_queues"), source)
+    dev_queues.only(BACKENDS)
+    dev_gpus = f.get("dev_gpus", int, 0)
+    if dev_gpus < 0 or (dev_queues.data and dev_gpus < 1):
+        raise f.fail("dev_gpus", f"must be at least 1 where the tenant has development queues, got {dev_gpus}")
+    return Tenant(name=f.get("name", str), namespace=f.get("namespace", str), identity=f.get("identity", str),
+                  weight=float(weight), quota_gpus=quota, limit_gpus=limit,
+                  queues={k: queues.get(k, str) for k in queues.data}, context=f.get("context", str, None),
+                  dev_queues={k: dev_queues.get(k, str) for k in dev_queues.data}, dev_gpus=dev_gpus,
+                  serving_namespace=f.get("serving_namespace", str, None))
+
+
+def _thresholds(f: _Fields) -> dict[str, dict[str, float]]:
+    criteria = criteria_thresholds()
+    f.only(list(criteria))
+    result = {}
+    for criterion, names in criteria.items():
+        sub = f.child(criterion)
+        sub.only(list(names))
+        values = {}
+        for name, meaning in names.items():
+            value = sub.get(name, (int, float))
+            if value < 0:
+                raise sub.fail(name, f"must be 0 or more ({meaning}), got {value}")
+            values[name] = float(value)
+        result[criterion] = values
+    return result
+
+
+def _timeouts(f: _Fields) -> Timeouts:
+    f.only(OPERATIONS)
+    values = {}
+    for op in f.data:
+        value = f.get(op, (int, float))
+        if value <= 0:
+            raise f.fail(op, f"must be greater than 0 seconds, got {value}")
+        values[op] = float(value)
+    return Timeouts(**values)
+
+
+def _scale(f: _Fields) -> ScaleSpec:
+    f.only(("nodes", "jobs", "rate_per_s", "run_for_s", "cap_s", "submitters"))
+    defaults = ScaleSpec()
+    values: dict[str, Any] = {}
+    for name in f.data:
+        kind = int if isinstance(getattr(defaults, name), int) else (int, float)
+        value = f.get(name, kind)
+        if value <= 0:
+            raise f.fail(name, f"must be greater than 0, got {value}")
+        values[name] = value if kind is int else float(value)
+    return ScaleSpec(**values)
+
+
+def parse_profile(data: Any, source: str) -> Profile:
+    f = _Fields(data, "", source)
+    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference", "scale"))
+    submit_as = f.get("submit_as", str, "runner")
+    if submit_as not in SUBMITTERS:
+        raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
+    tenants_raw = f.get("tenants", list)
+    if not tenants_raw:
+        raise f.fail("tenants", "needs at least one tenant")
+    tenants = tuple(_tenant(item, i, source) for i, item in enumerate(tenants_raw))
+    names = [t.name for t in tenants]
+    if len(set(names)) != len(names):
+        raise f.fail("tenants", f"tenant names must be unique, got {names}")
+    gpu = f.child("gpu")
+    gpu.only(("resource", "per_node", "job_sizes"))
+    sizes = gpu.child("job_sizes")
+    job_sizes = {k: sizes.get(k, int) for k in sizes.data}
+    if any(v < 1 for v in job_sizes.values()):
+        raise sizes.fail(next(k for k, v in job_sizes.items() if v < 1), "must be at least 1 GPU")
+    prometheus = f.child("prometheus") if "prometheus" in f.data else _Fields({}, "prometheus", source)
+    prometheus.only(("url",))
+    timeouts = _timeouts(f.child("timeouts")) if "timeouts" in f.data else Timeouts()
+    inference = f.child("inference") if "inference" in f.data else _Fields({}, "inference", source)
+    inference.only(("url",))
+    return Profile(name=f.get("name", str), source=source, tenants=tenants,
+                   gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
+                   thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
+                   prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
+                   inference_url=inference.get("url", str, None),
+                   scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec())
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"profile {path}: cannot read it ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"profile {path}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+    return parse_profile(data, str(path))

@@ -1,0 +1,350 @@
+"""Submitting abstract jobs through a backend, tracking them, and removing them after the test.
+
+Suites submit into the tenants' namespaces (the queue model's); everything is labelled with the
+run and the test, so teardown deletes exactly what this test created.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.resource import Resource
+
+from harness.cluster.apply import apply_objects, dynamic_client
+from harness.jobs.model import GangJob, JobKinds, JobStatus
+from harness.core.objects import created_at
+from harness.jobs.model import job_of, pod_state
+from harness.criteria.governance.audit import Submitted
+from harness.criteria.governance.cost_attribution import Held
+from harness.criteria.governance.tenant_isolation import Attempt
+from harness.cluster.seam import service_account_user
+from harness.config.profile import Tenant
+from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
+from harness.core.samples import Samples
+from harness.core.timeline import Timeline, Transition, running_intervals
+from harness.core.timeline import MEMBER_KIND
+from harness.cluster.safety import require_ours
+from harness.cluster.tracker import Tracker, describe_phase
+from harness.core.errors import WaitTimeout
+from harness.cluster.wait import wait_gone
+
+
+FAIL_LABEL, FAIL_AFTER, EXIT_CODE = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after", "sim.gpupoc.io/exit-code"
+DIAGNOSTIC_LINES = 60
+LOG_BYTES = 4096
+
+
+NAME_TAG_LEN = 5
+
+
+UIDS_PER_SELECTOR = 100  # the owned objects of a test's jobs are looked for this many at a time
+
+
+@dataclass
+class Workloads:
+    api: client.ApiClient
+    backend: JobKinds
+    run_id: str
+    test: str
+    delete_timeout_s: float
+    # the client a tenant's jobs are submitted with: acting as the tenant (ClusterSeam.as_tenant), or the runner's
+    submitter: Callable[[Tenant], client.ApiClient] | None = None
+    simulated: bool = False  # the target is the sim: a member is failed by kwok's failure stage
+    timeline: Timeline = field(default_factory=Timeline)
+    _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
+    _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
+    _deleted: set[str] = field(default_factory=set)  # jobs this test deleted itself
+    _uids: dict[str, set[str]] = field(default_factory=dict)  # namespace -> UIDs of the objects it submitted
+    created: list[Submitted] = field(default_factory=list)  # what it submitted, to be found in the audit log
+    _jobs: dict[str, GangJob] = field(default_factory=dict)  # name -> the job submitted
+    _members: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)  # (ns, job) -> pods
+    samples: Samples = field(default_factory=Samples)  # what it submitted, one per shape, for the record
+
+    @property
+    def selector(self) -> str:
+        return f"{RUN_LABEL}={self.run_id},{TEST_LABEL}={label_value_for_test(self.test)}"
+
+    def job_name(self, base: str) -> str:
+        """`base` and a tag of this run and test: a name is never reused across tests and runs (Volcano's job
+        controller can keep a deleted job in its cache and wedge a new one of the same name)."""
+        return f"{base}-{hashlib.sha256(f'{self.run_id}/{self.test}'.encode()).hexdigest()[:NAME_TAG_LEN]}"
+
+    def jobs(self, namespace: str) -> Tracker:
+        """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""
+        api_version, kind = self.backend.tracked_kind()
+        fresh = (namespace, kind) not in self._trackers
+        pods = self.pods(namespace) if _pod_fold(self.backend) else None  # first: the job's state reads them
+        tracker = self.track(namespace, api_version, kind, lambda o: self.job_status(o).state,
+                                lambda o: self.job_status(o).admitted_at)
+        if fresh and pods is not None:  # a pod's change is a change of its job: record it, wake the waits
+            def pod_changed(_event: str, pod: dict[str, Any]) -> None:
+                job = tracker.objects.get(job_of(pod) or "")
+                if job is not None:
+                    status = self.job_status(job)
+                    self.timeline.add(Transition(kind, job["metadata"]["name"], status.state, time.time(),
+                                                 "MODIFIED", status.admitted_at))
+                tracker.poke()
+            pods.on_event(pod_changed)
+        return tracker
+
+    def job_status(self, obj: dict[str, Any]) -> JobStatus:
+        """The state of a tracked job object; with its pods' for backends whose objects have no phase (KAI)."""
+        fold = _pod_fold(self.backend)
+        if fold is None:
+            return self.backend.status(obj)
+        name = obj["metadata"]["name"]
+        # Deleted pods count too: KAI evicts a bare pod by deleting it, and nothing recreates it.
+        members = list(self._members.get(((obj.get("metadata") or {}).get("namespace", ""), name), {}).values())
+        if name in self._deleted:  # our own deletion is no eviction
+            members = [p for p in members if not p["metadata"].get("deletionTimestamp")]
+        return fold(obj, members)
+
+    def owned(self, namespace: str) -> Tracker | None:
+        """The objects a controller made for this backend's jobs in `namespace` (Kueue's Workloads), if any."""
+        owned = self.backend.owned_kind()
+        if owned is None:
+            return None
+        return self.track(namespace, owned.api_version, owned.kind, lambda o: owned.status(o).state,
+                             lambda o: owned.status(o).admitted_at)
+
+    def tracked_name(self, job: GangJob) -> str:
+        """The name of the object tracking `job` (Kueue names a Workload job-<job>-<hash>)."""
+        tracker = self.jobs(job.tenant.namespace)
+        obj = job_object(job, {**tracker.gone, **tracker.objects})
+        return str(obj["metadata"]["name"]) if obj is not None else job.name
+
+    def pods(self, namespace: str) -> Tracker:
+        fresh = (namespace, MEMBER_KIND) not in self._trackers
+        tracker = self.track(namespace, "v1", MEMBER_KIND, pod_state, lambda _: None)
+        if fresh:  # each job's pods, present or gone, by job: a job's state reads its own, not every pod's
+            def index(_event: str, pod: dict[str, Any]) -> None:
+                self._members.setdefault((namespace, job_of(pod) or ""), {})[pod["metadata"]["name"]] = pod
+            tracker.on_event(index)
+            for pod in [*list(tracker.gone.values()), *list(tracker.objects.values())]:  # seen before the listener
+                self._members.setdefault((namespace, job_of(pod) or ""), {}).setdefault(pod["metadata"]["name"], pod)
+        return tracker
+
+    def members(self, namespace: str) -> Tracker:
+        """A job's members on Kubernetes are its pods."""
+        return self.pods(namespace)
+
+    def fail_member(self, pod: dict[str, Any]) -> str:
+        """On the sim, kwok fails the pod (exit 137) once labelled; elsewhere the pod is deleted."""
+        require_ours(pod, "fail a pod")
+        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        core = client.CoreV1Api(self.api)
+        if self.simulated:
+            core.patch_namespaced_pod(name, namespace, {"metadata": {
+                "labels": {FAIL_LABEL: "true"}, "annotations": {FAIL_AFTER: "0s", EXIT_CODE: "137"}}})
+            return f"pod {name} failed by the sim (exit 137)"
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        return f"pod {name} deleted"
+
+    def capacity_nodes(self, resource: str, per_node: int) -> int:
+        """Nodes offering a whole node's worth of GPUs."""
+        nodes = client.CoreV1Api(self.api).list_node().items
+        return sum(1 for n in nodes if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
+
+    def track(self, namespace: str, api_version: str, kind: str,
+              describe: Callable[[dict[str, Any]], str] = describe_phase,
+              server_time: Callable[[dict[str, Any]], Any] = created_at, label_selector: str | None = None) -> Tracker:
+        """One watch of any kind in `namespace` (this test's objects, or those `label_selector` picks: a
+        controller's EndpointSlices of our Service), on the test's one timeline."""
+        key = (namespace, kind)
+        if key not in self._trackers:
+            # Objects a controller made (Kueue's Workloads) carry no test label of ours: track the namespace,
+            # filter by owner when reading.
+            owned = self.backend.owned_kind()
+            selector = label_selector or (None if owned is not None and kind == owned.kind else self.selector)
+            self._trackers[key] = Tracker(self.api, api_version, kind, namespace=namespace, label_selector=selector,
+                                          describe=describe, server_time=server_time,
+                                          timeline=self.timeline).start()
+        return self._trackers[key]
+
+    def submit(self, job: GangJob) -> None:
+        """Apply the job's manifests (labelled), with its namespace's job and pod watches already running."""
+        namespace = job.tenant.namespace
+        self.jobs(namespace)
+        self.pods(namespace)
+        manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
+        self._jobs[job.name] = job
+        self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
+        for manifest in manifests:
+            self.samples.add(manifest)
+        api = self.submitter(job.tenant) if self.submitter is not None else self.api
+        applied = apply_objects(api, manifests)
+        self._uids.setdefault(namespace, set()).update(o.metadata.uid for o in applied)
+        who = service_account_user(job.tenant) if self.submitter is not None and not job.tenant.context else ""
+        dynamic = dynamic_client(self.api)
+        for obj in applied:
+            resource = _resource(dynamic, obj.apiVersion, obj.kind)
+            stamp = created_at(obj.to_dict())
+            if resource is not None and stamp is not None:
+                self.created.append(Submitted(resource.name, resource.group or "", namespace, obj.metadata.name,
+                                              stamp, who))
+
+    def apply(self, tenant: Tenant, manifests: list[dict[str, Any]]) -> list[Any]:
+        """Apply objects that are not a gang job (a serving Deployment and its Service, in the tenant's serving
+        namespace), as the tenant, labelled as this test's: deleted at teardown like its jobs (in their namespace)."""
+        objects = labelled(manifests, self.run_id, self.test)
+        self._submitted |= {(m["metadata"].get("namespace", tenant.namespace), m["apiVersion"], m["kind"])
+                            for m in objects}
+        for manifest in objects:
+            self.samples.add(manifest)
+        api = self.submitter(tenant) if self.submitter is not None else self.api
+        return list(apply_objects(api, objects))
+
+    def client_for(self, tenant: Tenant) -> client.ApiClient:
+        """The client that acts for `tenant` (to scale or patch what it applied)."""
+        return self.submitter(tenant) if self.submitter is not None else self.api
+
+    def delete(self, job: GangJob) -> None:
+        """Delete the job's objects (ours: created and labelled by this test), pods in the background."""
+        self._deleted.add(job.name)
+        dynamic = dynamic_client(self.api)
+        for manifest in self.backend.manifests(job):
+            resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+            resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
+                            propagation_policy="Background")
+
+    def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt] | None:
+        return None  # Kubernetes: the RBAC matrix (test_tenant_isolation), once per cluster
+
+    def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
+        """Delete the jobs (the API server is up while the scheduler is not); return once their pods are gone."""
+        for job in jobs:
+            self.delete(job)
+        names = {job.name for job in jobs}
+        for namespace in sorted({job.tenant.namespace for job in jobs}):
+            self.pods(namespace).wait_until(f"the pods of {len(names)} deleted jobs gone",
+                                            lambda o: not any(job_of(p) in names for p in o.values()), timeout_s)
+        return f"deleted {', '.join(sorted(names))}; their pods are gone"
+
+    def status_of(self, job: GangJob, objects: dict[str, dict[str, Any]]) -> JobStatus | None:
+        obj = job_object(job, objects)
+        return self.job_status(obj) if obj is not None else None
+
+    def diagnostics(self, max_lines: int = DIAGNOSTIC_LINES, max_log_bytes: int = LOG_BYTES) -> list[str]:
+        """Events of the namespaces this test used, and the logs of its failed pods, bounded in size."""
+        core = client.CoreV1Api(self.api)
+        lines: list[str] = []
+        for namespace in sorted({ns for ns, _, _ in self._submitted}):
+            events = core.list_namespaced_event(namespace).items
+            events.sort(key=lambda e: str(e.last_timestamp or e.event_time or e.metadata.creation_timestamp))
+            lines += [f"{namespace} {e.type} {e.reason} {e.involved_object.kind}/{e.involved_object.name}: "
+                      f"{(e.message or '').strip()[:300]}" for e in events[-max_lines:]]
+            for pod in core.list_namespaced_pod(namespace, label_selector=self.selector).items:
+                if pod.status.phase == "Failed":
+                    lines.append(f"log of {namespace}/{pod.metadata.name}: {self._log(core, pod, max_log_bytes)}")
+        return lines[-max_lines:]
+
+    @staticmethod
+    def _log(core: client.CoreV1Api, pod: Any, max_bytes: int) -> str:
+        try:
+            text = str(core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace, limit_bytes=max_bytes))
+        except client.ApiException as exc:
+            return f"(no log: {exc.reason}; simulated pods have no kubelet to serve logs)"
+        return text[-max_bytes:]
+
+    def gpus_held(self, resource: str, now: float) -> list[Held]:
+        """When each of its pods held GPUs (running, from the watch events), for cost attribution over the run."""
+        held = []
+        for namespace, kind in list(self._trackers):
+            if kind != MEMBER_KIND:
+                continue
+            pods = self._trackers[(namespace, kind)]
+            seen = {**pods.gone, **pods.objects}
+            system = self.backend.queued_by or self.backend.name
+            for name, start, end in running_intervals(self.timeline, now):
+                pod = seen.get(name)
+                gpus = pod_gpus(pod, resource) if pod else 0
+                job = self._jobs.get(job_of(pod) or "") if pod else None
+                if gpus:
+                    queue = job.tenant.queues.get(system, "") if job else ""
+                    held.append(Held(namespace, name, self.backend.name, queue, gpus, start, end))
+        return held
+
+    def close(self) -> list[str]:
+        """Stop the watches, delete what this test created, wait until gone; return what stayed.
+
+        Gone means their pods and what a controller made for them (Kueue's Workloads, by the job UID
+        label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
+        namespace as one of that test's.
+        """
+        pod_watches = [t for (_, kind), t in self._trackers.items() if kind == MEMBER_KIND]
+        for tracker in self._trackers.values():
+            if tracker not in pod_watches:  # the pods' watches see them go: when each stopped holding its GPUs
+                tracker.stop(wait=False)  # each ends within one watch chunk, in the background
+        dynamic = dynamic_client(self.api)
+        for namespace, api_version, kind in sorted(self._submitted):
+            dynamic.resources.get(api_version=api_version, kind=kind).delete(
+                namespace=namespace, label_selector=self.selector, propagation_policy="Background")
+        if self.simulated:  # the test is over: on the sim its serving pods need not drain (2 s each); a real
+            for namespace in sorted({ns for ns, _, _ in self._submitted}):  # cluster's pods terminate as they do
+                client.CoreV1Api(self.api).delete_collection_namespaced_pod(
+                    namespace, label_selector=self.selector, grace_period_seconds=0)
+        leftovers = []
+
+        def wait_gone_or_report(list_func: Callable[..., Any], what: str, **selectors: Any) -> None:
+            try:
+                wait_gone(list_func, what, timeout_s=self.delete_timeout_s, **selectors)
+            except WaitTimeout as exc:  # reported in the record, never silently ignored
+                leftovers.append(str(exc))
+
+        owned = self.backend.owned_kind()
+        owned_resource = _resource(dynamic, owned.api_version, owned.kind) if owned and self._uids else None
+        for namespace in sorted({ns for ns, _, _ in self._submitted}):
+            wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
+                                namespace=namespace, label_selector=self.selector)
+            if owned is None or owned_resource is None:
+                continue
+            uids = sorted(self._uids.get(namespace, ()))
+            for start in range(0, len(uids), UIDS_PER_SELECTOR):  # a selector of 10,000 UIDs is too long a URL
+                chosen = ",".join(uids[start:start + UIDS_PER_SELECTOR])
+                wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
+                                    namespace=namespace, label_selector=f"{owned.job_uid_label} in ({chosen})")
+        for tracker in pod_watches:
+            tracker.stop(wait=False)
+        return leftovers
+
+
+def pod_gpus(pod: dict[str, Any], resource: str) -> int:
+    """The GPUs a pod asks for (its containers' limits, which is what an extended resource's request equals)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(resource, 0) or 0) for c in containers)
+
+
+def _resource(dynamic: DynamicClient, api_version: str, kind: str) -> Resource | None:
+    """The resource, or None on a cluster without it (its controller is not installed)."""
+    try:
+        return dynamic.resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError:
+        return None
+
+
+PodFold = Callable[[dict[str, Any], list[dict[str, Any]]], JobStatus]
+
+
+def _pod_fold(backend: JobKinds) -> PodFold | None:
+    """`status_with_pods` of a backend whose job object has no phase of its own (KAI's PodGroup), else None."""
+    fold: PodFold | None = getattr(backend, "status_with_pods", None)
+    return fold
+
+
+def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The tracked object of `job`: by name, or (Kueue Workloads) by the name of its owner."""
+    found = objects.get(job.name)
+    if found is not None:
+        return found
+    for obj in list(objects.values()):  # a copy in one step: a tracker's thread may be changing it (another lock)
+        owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+        if any(o.get("name") == job.name for o in owners):
+            return obj
+    return None

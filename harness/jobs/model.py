@@ -1,0 +1,128 @@
+"""The abstract job every backend runs: a gang of pods for a tenant, its states, and its members (pods) read back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from harness.config.profile import Tenant
+from harness.core.errors import ConfigError
+
+QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
+    "queued", "admitted", "running", "succeeded", "failed", "preempted")
+RUN_FOR_ANNOTATION = "sim.gpupoc.io/run-for"
+JOB_LABEL = "gpupoc.io/job"  # on every pod of a job, whatever the backend: how its pods are found
+DEFAULT_RUN_FOR_S = 30.0
+
+
+@dataclass(frozen=True)
+class GangJob:
+    """A gang of `pods` pods x `gpus_per_pod` GPUs for a tenant, at a priority, running `run_for_s` on the sim."""
+
+    name: str
+    tenant: Tenant
+    pods: int
+    gpus_per_pod: int
+    gpu_resource: str = "nvidia.com/gpu"
+    priority_class: str | None = None
+    run_for_s: float = DEFAULT_RUN_FOR_S
+    max_retries: int = 0          # restarts of the whole job before it is failed
+    restart_on_failure: bool = True
+    image: str = "sim/trainer:1"
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.pods < 1 or self.gpus_per_pod < 0:
+            raise ConfigError(f"job {self.name}: needs at least 1 pod and 0 or more GPUs per pod")
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+    def pod_template(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
+            "name": "train", "image": self.image,
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                          "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
+        return {"metadata": {"labels": {**self.labels, JOB_LABEL: self.name},
+                             "annotations": {RUN_FOR_ANNOTATION: f"{self.run_for_s:g}s"}},
+                "spec": spec}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's state, read from server-side facts, with the server's timestamps where it has them."""
+
+    state: str
+    reason: str = ""
+    submitted_at: datetime | None = None
+    admitted_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class OwnedKind:
+    """Objects a controller makes for our jobs (Kueue's Workloads): tracked, and waited out at teardown."""
+
+    api_version: str
+    kind: str
+    status: Callable[[dict[str, Any]], JobStatus]
+    job_uid_label: str  # the label naming the UID of the job it belongs to
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """Pure: 'pending', 'bound', 'running', 'succeeded', 'failed' of a Pod dict."""
+    status = pod.get("status") or {}
+    phase = status.get("phase", "Pending")
+    if phase == "Pending":
+        return "bound" if (pod.get("spec") or {}).get("nodeName") else "pending"
+    return str(phase).lower()
+
+
+def job_of(obj: dict[str, Any]) -> str | None:
+    """The gpupoc job an object (a pod) belongs to: its JOB_LABEL."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+
+
+def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
+    """The tenant's queue for `backend` from the profile, or an error naming the missing field."""
+    queue = job.tenant.queues.get(backend)
+    if not queue:
+        raise ConfigError(f"tenant {job.tenant.name} has no {backend} queue in the profile "
+                         f"(tenants[].queues.{backend}){why}")
+    return queue
+
+
+def disruption(pod: dict[str, Any]) -> str | None:
+    """Why a pod was evicted, from its DisruptionTarget condition (first line of the message: KAI appends its
+    per-queue usage lines); None without one."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    target = next((c for c in conditions if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+    if target is None:
+        return None
+    first_line = (str(target.get("message") or "").splitlines() or [""])[0]
+    return f"{target.get('reason', '')}: {first_line}"
+
+
+class JobKinds(Protocol):
+    """What the Kubernetes job system asks of a backend: its manifests, the object that says a job's state, and
+    the objects its controller makes (the rest of a backend, capabilities and monitoring, is the backend's own)."""
+
+    name: str
+    queued_by: str
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        ...
+
+    def tracked_kind(self) -> tuple[str, str]:
+        ...
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        ...
+
+    def owned_kind(self) -> OwnedKind | None:
+        ...

@@ -1,0 +1,79 @@
+"""What a suite may ask of the system that runs its jobs: the seam between suites and a backend's world.
+
+The suites are written against `JobSystem` only (mypy checks it), so a backend that is not
+Kubernetes (Slurm through slurmrestd) implements this protocol and the suites run unchanged:
+
+- a *job* is a `GangJob` submitted for a tenant; `jobs(namespace)` tracks the backend's job objects
+  and `status_of` reads a job's state (queued, admitted, running, succeeded, failed, preempted)
+  with the server's timestamps;
+- a *member* is one allocation of a job (a Pod on Kubernetes; a node allocation of a Slurm job):
+  a dict with `metadata.name`, `metadata.labels[JOB_LABEL]` (its job), `spec.nodeName` once it is
+  bound and `status.phase`; `members(namespace)` tracks them, `fail_member` makes one fail;
+- every transition of both goes onto one `timeline` (member transitions under `MEMBER_KIND`);
+- `capacity_nodes` is how many nodes offer a whole node's worth of GPUs.
+
+Trackers work over any `harness.wait.Source` (a list and a watch), so an adapter that is not
+Kubernetes feeds them from its own event stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from harness.jobs.model import GangJob, JobStatus
+from harness.criteria.governance.tenant_isolation import Attempt
+from harness.config.profile import Tenant
+from harness.core.timeline import MEMBER_KIND, Timeline
+from harness.cluster.tracker import Objects, Tracker
+
+
+class JobSystem(Protocol):
+    timeline: Timeline
+
+    def submit(self, job: GangJob) -> None:
+        ...
+
+    def delete(self, job: GangJob) -> None:
+        ...
+
+    def jobs(self, namespace: str) -> Tracker:
+        ...
+
+    def members(self, namespace: str) -> Tracker:
+        ...
+
+    def owned(self, namespace: str) -> Tracker | None:
+        """Objects a controller made for the jobs (Kueue's Workloads), where the backend has them."""
+        ...
+
+    def status_of(self, job: GangJob, objects: Objects) -> JobStatus | None:
+        ...
+
+    def tracked_name(self, job: GangJob) -> str:
+        ...
+
+    def job_name(self, base: str) -> str:
+        """A name for a job of this test: `base` with a tag of the run and the test (never reused)."""
+        ...
+
+    def fail_member(self, member: dict[str, Any]) -> str:
+        """Make a running member fail (a destructive step: the caller has asked for permission); say how."""
+        ...
+
+    def capacity_nodes(self, resource: str, per_node: int) -> int:
+        ...
+
+    def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt] | None:
+        """Where the job system has users of its own (Slurm): `me` tries to read, change and cancel a job of
+        `other`, and the same on a job of its own (the positive control). None on Kubernetes, whose RBAC matrix
+        is checked once per cluster."""
+        ...
+
+    def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
+        """End `jobs` while the backend's controllers are stopped and return once their capacity is free (a
+        destructive step); say how."""
+        ...
+
+    def close(self) -> list[str]:
+        """Delete (cancel) what was submitted and wait for it to go; what would not go, in words."""
+        ...

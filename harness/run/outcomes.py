@@ -1,0 +1,74 @@
+"""What a test's outcome means, the same in every criterion.
+
+    PASS   every check met its threshold (checks that could not be made are listed as not checked)
+    FAIL   a measured value beyond its threshold, or an invariant violated (CriterionViolation, assert)
+    ERROR  the environment or the harness broke: an API or transport error of the runner's own
+           requests, a profile gap, a harness timeout, a bug of the harness
+    SKIP   a backend or capability is absent, with the reason
+
+The outcomes the reference sim is designed to produce (the baselines that must FAIL) are data, in
+`suites/expected.yaml`, read by the tests, `make poc` and the benches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import urllib3
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from harness.core.errors import ConfigError, CriterionViolation, HarnessError
+from harness.core.paths import REPO_ROOT
+
+PASS, FAIL, ERROR, SKIP = "PASS", "FAIL", "ERROR", "SKIP"
+EXPECTED_FILE = REPO_ROOT / "suites" / "expected.yaml"
+
+
+def classify(exc: BaseException) -> str:
+    """Pure: the outcome of a test that raised `exc` in its call phase."""
+    if isinstance(exc, CriterionViolation):
+        return FAIL
+    if isinstance(exc, (HarnessError, ApiException, urllib3.exceptions.HTTPError, OSError)):
+        return ERROR
+    if isinstance(exc, AssertionError):
+        return FAIL
+    return ERROR  # anything else is a bug of the harness, not a verdict on the cluster
+
+
+@dataclass(frozen=True)
+class DesignedOutcome:
+    criterion: str
+    backend: str
+    outcome: str
+    why: str
+
+
+def load_expected(path: Path = EXPECTED_FILE) -> list[DesignedOutcome]:
+    """The outcomes other than PASS/SKIP the reference sim is designed to produce."""
+    entries = yaml.safe_load(path.read_text()) or []
+    try:
+        found = [DesignedOutcome(e["criterion"], e["backend"], e["outcome"], e["why"]) for e in entries]
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: each entry needs criterion, backend, outcome and why ({exc})") from exc
+    bad = [d for d in found if d.outcome not in (FAIL, ERROR)]
+    if bad:
+        raise ConfigError(f"{path}: outcome of {bad[0].criterion} [{bad[0].backend}] must be FAIL or ERROR")
+    return found
+
+
+def unexpected(results: list[tuple[str, str, str]], designed: list[DesignedOutcome]) -> list[str]:
+    """Pure: (criterion, backend, outcome) results that differ from the design: a FAIL/ERROR not designed,
+    or a designed FAIL that did not happen (SKIP aside: an absent backend proves nothing either way)."""
+    wanted = {(d.criterion, d.backend): d.outcome for d in designed}
+    problems = []
+    for criterion, backend, outcome in results:
+        expected = wanted.get((criterion, backend))
+        if outcome == SKIP:
+            continue
+        if expected is None and outcome in (FAIL, ERROR):
+            problems.append(f"{criterion} [{backend}]: {outcome}, designed to pass")
+        elif expected is not None and outcome != expected:
+            problems.append(f"{criterion} [{backend}]: {outcome}, designed to {expected}")
+    return problems

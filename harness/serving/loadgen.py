@@ -1,0 +1,139 @@
+"""The LLM load generator: inference-perf (kubernetes-sigs), in a virtual environment of its own, run offline.
+
+inference-perf needs Python >= 3.12 (this project runs on 3.11): it gets its own venv under the gpupoc cache,
+from `python3.12`/`python3.13` on PATH, pyenv's, or the interpreter GPUPOC_LOADGEN_PYTHON names. Offline: no
+dataset and no tokenizer download; a word-level tokenizer made here stands in for the model's (one token per
+word, as the sim's model server counts them; point `tokenizer` at the real model's files on a real cluster).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.criteria.inference.latency import LoadReport, parse_inference_perf
+from harness.core.errors import HarnessError
+from harness.core.paths import gpupoc_home
+from harness.serving.traffic import Traffic
+
+PACKAGE = "inference-perf==0.7.0"
+PYTHON_ENV = "GPUPOC_LOADGEN_PYTHON"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "HF_HUB_DISABLE_TELEMETRY": "1"}
+INSTALL_TIMEOUT_S = 900
+# A word-level tokenizer: written by the venv's own `tokenizers` (a dependency of inference-perf).
+TOKENIZER_SCRIPT = """
+import json, sys
+from pathlib import Path
+from tokenizers import Tokenizer, models, pre_tokenizers
+out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+words = ["[UNK]", "tok", "ping", "the", "a", "model", "prompt"] + [str(i) for i in range(100)]
+tokenizer = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+tokenizer.save(str(out / "tokenizer.json"))
+(out / "tokenizer_config.json").write_text(json.dumps(
+    {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 1000000}))
+"""
+
+
+def venv_dir() -> Path:
+    return gpupoc_home() / "venvs" / "inference-perf"
+
+
+def find_python() -> str | None:
+    """An interpreter inference-perf runs on (>= 3.12) that really starts (a pyenv shim may not), or None."""
+    named = os.environ.get(PYTHON_ENV)
+    candidates = [named] if named else []
+    candidates += sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.1[23]*/bin/python3.1[23]")))
+    candidates += [found for name in ("python3.12", "python3.13") if (found := shutil.which(name))]
+    for candidate in candidates:
+        try:
+            ok = subprocess.run([candidate, "-c", "import sys; sys.exit(sys.version_info < (3, 12))"],
+                                capture_output=True, timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class LoadGenerator:
+    binary: Path
+    tokenizer: Path
+
+    def config(self, url: str, model: str, rate: float, duration_s: float, tokens: tuple[int, int],
+               slo: dict[str, float], out: Path) -> dict[str, Any]:
+        """One fixed-rate stage of streaming completions: `rate` x `duration_s` requests, prompt and output of
+        `tokens` words; goodput against `slo` (seconds: ttft, itl, request_latency)."""
+        prompt, output = tokens
+        return {"api": {"type": "completion", "streaming": True},
+                "data": {"type": "random", "input_distribution": _fixed(prompt), "output_distribution": _fixed(output)},
+                "load": {"type": "constant", "stages": [{"rate": rate, "duration": duration_s}], "num_workers": 1,
+                         "worker_max_concurrency": 64, "request_timeout": 30, "stage_teardown_grace_seconds": 10},
+                "server": {"type": "vllm", "model_name": model, "base_url": url, "ignore_eos": True},
+                "tokenizer": {"pretrained_model_name_or_path": str(self.tokenizer)},
+                "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": False,
+                                                 "use_server_output_tokens": True},
+                           "goodput": {"constraints": slo}},
+                "storage": {"local_storage": {"path": str(out / "report")}}}
+
+    def run(self, traffic: Traffic, config: dict[str, Any], out: Path, timeout_s: float) -> LoadReport:
+        """Run where the traffic must come from; the stage's report, or a HarnessError with the log's tail."""
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump(config))
+        log = out / "inference-perf.log"
+        process = traffic.start([str(self.binary), "--config_file", str(out / "config.yaml")], log,
+                                env={**os.environ, **OFFLINE}, cwd=out)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise HarnessError(f"inference-perf did not finish within {timeout_s:.0f}s (killed); log: {log}")
+        reports = sorted((out / "report").glob("stage_0_lifecycle_metrics.json"))
+        if process.returncode != 0 or not reports:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            raise HarnessError(f"inference-perf failed (exit {process.returncode}); last lines of {log}:\n{tail}")
+        return parse_inference_perf(json.loads(reports[0].read_text()))
+
+
+def _fixed(n: int) -> dict[str, Any]:
+    return {"type": "fixed", "min": n, "max": n, "mean": n, "std_dev": 0}
+
+
+def ensure(say: Callable[[str], None] = print) -> LoadGenerator | str:
+    """The load generator, installed on first use; else why it cannot be (the SKIP reason)."""
+    venv = venv_dir()
+    binary, stamp, tokenizer = venv / "bin" / "inference-perf", venv / ".gpupoc-installed", venv / "tokenizer"
+    if not (binary.exists() and stamp.exists() and stamp.read_text() == PACKAGE):
+        python = find_python()
+        if python is None:
+            return (f"inference-perf needs Python >= 3.12 and none was found: install python3.12, or name one with "
+                    f"{PYTHON_ENV}=/path/to/python3.12")
+        started = time.monotonic()
+        say(f"gpupoc: installing {PACKAGE} into {venv} (once; about a minute) ...")
+        shutil.rmtree(venv, ignore_errors=True)
+        for argv in ([python, "-m", "venv", str(venv)],
+                     [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", PACKAGE]):
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+            if result.returncode != 0:
+                return f"installing {PACKAGE} failed: {(result.stderr or result.stdout).strip()[-500:]}"
+        stamp.write_text(PACKAGE)
+        say(f"gpupoc: {PACKAGE} installed in {time.monotonic() - started:.0f}s")
+    if not (tokenizer / "tokenizer.json").exists():
+        result = subprocess.run([str(venv / "bin" / "python"), "-c", TOKENIZER_SCRIPT, str(tokenizer)],
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            return f"making the offline tokenizer failed: {result.stderr.strip()[-500:]}"
+    return LoadGenerator(binary, tokenizer)

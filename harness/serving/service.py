@@ -1,0 +1,92 @@
+"""An inference service as the POC deploys it: a Deployment of model-server pods behind a Service.
+
+On the sim each pod asks the data plane for a model-server stand-in (annotations: latency model, load time)
+and turns Ready only once that server answers /health; on a real cluster the pod runs the profile's
+model-server image and its own readiness probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.config.profile import Tenant
+
+APP_LABEL = "gpupoc.io/app"
+TRACK_LABEL = "gpupoc.io/track"   # stable | canary: one Deployment each, behind the app's one Service
+VERSION_LABEL = "version"         # what a pod serves; changes in a rollout (not part of the selector)
+SERVER_PORT = 8000
+SERVICE_PORT = 80
+SIM = "sim.gpupoc.io/"
+
+
+@dataclass(frozen=True)
+class ModelService:
+    """`replicas` pods of `version`, each with `gpus` GPUs, serving `model` for a tenant. `server` holds the
+    stand-in's latency model on the sim (annotation suffix -> value, e.g. {"ttft": "40ms"})."""
+
+    app: str
+    tenant: Tenant
+    replicas: int = 1
+    version: str = "v1"
+    track: str = "stable"
+    gpus: int = 1
+    model: str = "sim-llm"
+    image: str = "sim/vllm:0.9"
+    server: dict[str, str] = field(default_factory=dict)
+    ready_gate: bool = True          # Ready only when the server answers /health (a readiness probe's job)
+    max_unavailable: int = 0
+    max_surge: int = 1
+    gpu_resource: str = "nvidia.com/gpu"
+    publish_not_ready: bool = False  # the Service lists pods before they are Ready (a misconfiguration)
+
+    @property
+    def name(self) -> str:
+        """The Deployment: one per app and track (stable and canary side by side)."""
+        return f"{self.app}-{self.track}"
+
+    @property
+    def namespace(self) -> str:
+        return self.tenant.inference_namespace
+
+    def deployment(self, placement: dict[str, Any]) -> dict[str, Any]:
+        """`placement`: the backend's scheduler name, labels and annotations for the pods (Backend.serving_pod)."""
+        annotations = {f"{SIM}model-server": "true", f"{SIM}model": self.model, f"{SIM}version": self.version,
+                       f"{SIM}model-port": str(SERVER_PORT),
+                       **{f"{SIM}{k}": v for k, v in self.server.items()},
+                       **placement.get("annotations", {})}
+        if self.ready_gate:
+            annotations[f"{SIM}ready-when"] = "server-health"
+        pod_spec: dict[str, Any] = {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "server", "image": self.image,
+                "ports": [{"name": "http", "containerPort": SERVER_PORT}],
+                "readinessProbe": {"httpGet": {"path": "/health", "port": SERVER_PORT}, "periodSeconds": 2},
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                              "limits": {"cpu": "1", "memory": "2Gi", self.gpu_resource: str(self.gpus)}}}]}
+        if placement.get("schedulerName"):
+            pod_spec["schedulerName"] = placement["schedulerName"]
+        labels = {APP_LABEL: self.app, TRACK_LABEL: self.track, VERSION_LABEL: self.version,
+                  **placement.get("labels", {})}
+        return {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": self.name, "namespace": self.namespace, "labels": dict(labels)},
+                "spec": {"replicas": self.replicas,
+                         "selector": {"matchLabels": {APP_LABEL: self.app, TRACK_LABEL: self.track}},
+                         "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                             "maxUnavailable": self.max_unavailable, "maxSurge": self.max_surge}},
+                         "template": {"metadata": {"labels": labels, "annotations": annotations},
+                                      "spec": pod_spec}}}
+
+    def service(self) -> dict[str, Any]:
+        """One Service per app: it selects every version (stable and canary share it)."""
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": self.app, "namespace": self.namespace, "labels": {APP_LABEL: self.app}},
+                "spec": {"selector": {APP_LABEL: self.app}, "publishNotReadyAddresses": self.publish_not_ready,
+                         "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": SERVER_PORT}]}}
+
+    def but(self, **changes: Any) -> ModelService:
+        """A copy with some fields changed (a new version to roll out, a canary track)."""
+        values = {**self.__dict__, **changes}
+        values["server"] = dict(values["server"])
+        return ModelService(**values)

@@ -1,0 +1,94 @@
+"""`gpupoc setup`: the reference queue model from manifests/setup/, for the sim and for kind.
+
+On a staging cluster the cluster owns its queue model: the profile points at existing queues
+and nothing is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from harness import backends
+from harness.cluster.apply import apply_objects
+from harness.backends.slurm import SlurmBackend, accounts_of
+from harness.cluster.cleanup import HTTP_NOT_FOUND
+from harness.core.errors import ConfigError
+from harness.cluster.manifests import MANAGED_LABEL, MANAGER, render
+from harness.config.profile import Profile
+from harness.targets.target import Target
+
+MODEL_LABEL = "gpupoc.io/queue-model"
+# backend -> the template of its queues (the default backend has none)
+QUEUE_TEMPLATES = {"kueue": "setup/kueue.yaml.j2", "volcano": "setup/volcano.yaml.j2", "kai": "setup/kai.yaml.j2"}
+
+
+def may_create_queue_model(target: Target) -> bool:
+    return target.kind == "sim" or target.context.startswith("kind-")
+
+
+def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
+    """Pure: the objects of the reference queue model for the backends present."""
+    labels = {MANAGED_LABEL: MANAGER, MODEL_LABEL: "reference"}
+    objects = render("setup/tenants.yaml.j2", tenants=profile.tenants, labels=labels)
+    objects += render("setup/priorityclasses.yaml.j2", labels=labels)
+    for name in present:
+        if name in ("kueue", "volcano"):  # their queues name the GPU resource; KAI's count GPUs as such
+            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
+                              gpu_resource=profile.gpu.resource)
+        elif name in QUEUE_TEMPLATES:
+            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels)
+    return objects
+
+
+def replace_changed_priority_classes(api: client.ApiClient, objects: list[dict[str, Any]]) -> list[str]:
+    """Delete our PriorityClasses whose value the model changed (the API refuses to update a value)."""
+    scheduling = client.SchedulingV1Api(api)
+    replaced = []
+    for obj in (o for o in objects if o["kind"] == "PriorityClass"):
+        name = obj["metadata"]["name"]
+        try:
+            existing = scheduling.read_priority_class(name)
+        except client.ApiException as exc:
+            if exc.status == HTTP_NOT_FOUND:
+                continue
+            raise
+        if existing.value == obj["value"]:
+            continue
+        if (existing.metadata.labels or {}).get(MANAGED_LABEL) != MANAGER:
+            raise ConfigError(f"PriorityClass {name} exists with value {existing.value}, not gpupoc's "
+                              f"{obj['value']}, and gpupoc did not create it: remove or rename it")
+        scheduling.delete_priority_class(name)
+        replaced.append(f"{name} ({existing.value} -> {obj['value']})")
+    return replaced
+
+
+def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], None] = print,
+                      slurm: bool = True) -> list[str]:
+    if not may_create_queue_model(target):
+        raise ConfigError(f"context {target.context} is not the sim or a kind cluster: on staging the cluster owns "
+                          "its queue model; point the profile's tenants[].queues at the existing queues instead")
+    available = backends.detect(target.api, tuple(QUEUE_TEMPLATES))
+    present = [name for name, reason in available.items() if reason is None]
+    for name, reason in available.items():
+        if reason:
+            say(f"  {name}: no queues created ({reason})")
+    objects = queue_model(profile, present)
+    for replaced in replace_changed_priority_classes(target.api, objects):
+        say(f"  PriorityClass {replaced}: value changed in the reference model; replaced (a value cannot change)")
+    applied = apply_objects(target.api, objects)
+    say(f"queue model applied ({len(applied)} objects) for {', '.join(present) or 'no queueing backend'}")
+    return [f"{o.kind}/{o.metadata.name}" for o in applied] + (apply_slurm_model(target, profile, say) if slurm else [])
+
+
+def apply_slurm_model(target: Target, profile: Profile, say: Callable[[str], None]) -> list[str]:
+    """The sim's Slurm, when it runs one: accounts, users and QOS from the profile (sacctmgr)."""
+    slurm = backends.ALL.get("slurm")
+    if target.kind != "sim" or not isinstance(slurm, SlurmBackend) or slurm.unavailable_reason(target.api):
+        return []
+    slurm.apply_reference_model(profile)
+    accounts = sorted(accounts_of(profile).values())
+    say(f"Slurm reference model applied: accounts {', '.join(accounts)}, QOS low and high")
+    return [f"SlurmAccount/{a}" for a in accounts]

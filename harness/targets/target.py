@@ -1,0 +1,87 @@
+"""The cluster under test: the sim (default), a kubeconfig context (kind, staging), or in-cluster config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import urllib3
+from kubernetes import client, config as kube_config
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import InClusterConfigLoader
+
+from harness.config import options as config
+from harness.config.options import IN_CLUSTER_CONTEXT, SIM_CONTEXT, RunConfig, in_cluster, kubeconfig_contexts
+from harness.core.errors import ConfigError, HarnessError
+from harness.cluster.seam import ClusterSeam
+from harness.targets import sim
+
+API_PROBE_TIMEOUT_S = 10
+HTTP_UNAUTHORIZED, HTTP_FORBIDDEN = 401, 403
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str           # sim | kubeconfig | in-cluster
+    context: str
+    api: client.ApiClient
+    prometheus_url: str | None
+    kubernetes_version: str
+    seam: ClusterSeam
+    started_sim: bool = False  # this process started the sim, so it stops it at the end
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+
+def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
+    if cfg.kubeconfig is not None:
+        context = cfg.context or kubeconfig_contexts(cfg.kubeconfig)[1]  # resolve() checked it is there
+        try:
+            api = kube_config.new_client_from_config(str(cfg.kubeconfig), context=context)
+            return "kubeconfig", str(context), api, False
+        except ConfigException as exc:
+            raise ConfigError(f"kubeconfig {cfg.kubeconfig}, context {context}: {exc}") from exc
+    if in_cluster():
+        return "in-cluster", IN_CLUSTER_CONTEXT, in_cluster_client(), False
+    started = not sim.is_up()
+    if started:
+        sim.up(sim.SimConfig(), recover=False)  # never tear down a broken sim another run may be looking at
+    return "sim", SIM_CONTEXT, sim.api_client(), started
+
+
+def in_cluster_client(directory: Path | None = None) -> client.ApiClient:
+    """The pod's own identity: its ServiceAccount token (re-read as the kubelet rotates it) and the cluster's CA."""
+    where = directory or config.SERVICE_ACCOUNT_DIR
+    configuration = client.Configuration()
+    try:
+        InClusterConfigLoader(token_filename=str(where / "token"), cert_filename=str(where / "ca.crt"),
+                              try_refresh_token=True).load_and_set(configuration)
+    except ConfigException as exc:
+        raise ConfigError(f"in-cluster: {exc}; the pod needs its ServiceAccount token mounted "
+                          "(automountServiceAccountToken) and KUBERNETES_SERVICE_HOST/PORT") from None
+    return client.ApiClient(configuration)
+
+
+def connect(cfg: RunConfig) -> Target:
+    """Connect and check the API server answers; a clear error when it does not."""
+    kind, context, api, started = _api_for(cfg)
+    try:
+        version = client.VersionApi(api).get_code(_request_timeout=API_PROBE_TIMEOUT_S).git_version
+    except client.ApiException as exc:
+        if exc.status in (HTTP_UNAUTHORIZED, HTTP_FORBIDDEN):
+            raise ConfigError(f"API server {api.configuration.host} (context {context}) refuses the credentials: "
+                              f"{exc.status} {exc.reason}; the token or client certificate is wrong or expired: "
+                              "refresh the kubeconfig (or the ServiceAccount's token)") from None
+        raise HarnessError(f"API server {api.configuration.host} (context {context}) answered {exc.status} "
+                           f"{exc.reason} to GET /version; check that the kubeconfig points at a Kubernetes API "
+                           "server") from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise HarnessError(f"API server {api.configuration.host} (context {context}) is unreachable: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
+                           "check that the cluster is running and the kubeconfig points at it") from exc
+    timeouts = cfg.profile.timeouts  # the probe above fails fast; from here on every request goes through the seam
+    seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
+    prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if kind == "sim" else None)
+    return Target(kind, context, seam.api, prometheus, str(version), seam, started)
