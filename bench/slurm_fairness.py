@@ -50,8 +50,7 @@ def main() -> int:
     profile = cfg.profile
     backend.apply_reference_model(profile)
     period_s = backend.usage_from_zero(profile)
-    jobs = backend.job_system(profile, f"fs-{int(time.time())}", "bench/slurm_fairness.py", "sim",
-                              apply_model=False)
+    jobs = backend.job_system(target, profile, f"fs-{int(time.time())}", "bench/slurm_fairness.py", apply_model=False)
     nodes = jobs.capacity_nodes(profile.gpu.resource, profile.gpu.per_node)
     per_tenant = int(nodes * args.minutes * 60 / args.run_for) + nodes
     names = [t.name for t in profile.tenants]

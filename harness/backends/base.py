@@ -12,6 +12,9 @@ from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.errors import HarnessError
 from harness.jobs.model import GangJob, JobStatus, OwnedKind
 from harness.config.profile import Profile, Tenant
+from harness.jobs.kubernetes import Workloads
+from harness.jobs.system import JobSystem
+from harness.targets.target import Target
 
 
 # Capabilities a suite may ask for; a backend says which it lacks, and why (the SKIP or "not checked" reason).
@@ -89,6 +92,7 @@ def allocated_gpus(queue: dict[str, Any], resource: str) -> float:
 class Backend(Protocol):
     name: str
     queued_by: str  # the backend whose queues hold its jobs when not its own ('')
+    jobs_on_kubernetes: bool  # its jobs are Kubernetes objects (under the queue model the run applies)
 
     @property
     def controllers(self) -> Controllers | None:
@@ -97,6 +101,12 @@ class Backend(Protocol):
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         """None when this backend has `capability` on a target of `target_kind`, else why not."""
+        ...
+
+    def job_system(self, target: Target, profile: Profile, run_id: str, test_id: str,
+                   apply_model: bool = True) -> JobSystem:
+        """The system a test's jobs are submitted to and read back from (`apply_model`: the backend's own
+        reference model applied first where the run applies one)."""
         ...
 
     def usage_from_zero(self, profile: Profile) -> float:
@@ -166,6 +176,7 @@ class Capabilities:
     usage_metric = ""  # PromQL of the GPUs a queue ({queue}) uses, where it has no queue object to read (Slurm)
     monitoring: Monitoring | None = None
     queued_by = ""  # the backend whose queues hold its jobs when not its own (KubeRay's RayJobs: Kueue's)
+    jobs_on_kubernetes = True
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
         if capability not in CAPABILITIES:
@@ -192,6 +203,13 @@ class Capabilities:
             return f"{self.name}: {why}"
         return None
 
+    def job_system(self, target: Target, profile: Profile, run_id: str, test_id: str,
+                   apply_model: bool = True) -> JobSystem:
+        """Its jobs as Kubernetes objects, submitted as the tenant where the profile says so."""
+        submitter = target.seam.as_tenant if profile.submit_as == "tenant" else None
+        return Workloads(target.api, self, run_id, test_id, profile.timeouts.delete, submitter,
+                         simulated=target.kind == "sim")
+
     def usage_from_zero(self, profile: Profile) -> float:
         raise HarnessError(f"{self.name}: its fair share does not rank tenants by recorded usage")
 
@@ -206,3 +224,12 @@ class Capabilities:
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         return {}
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        raise NotImplementedError(f"{self.name}: no manifests")
+
+    def tracked_kind(self) -> tuple[str, str]:
+        raise NotImplementedError(f"{self.name}: no tracked kind")
+
+    def status(self, obj: dict[str, Any]) -> JobStatus:
+        raise NotImplementedError(f"{self.name}: no status")

@@ -15,8 +15,10 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import Controllers, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage, allocated_gpus
-from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, disruption, tenant_queue
+from harness.backends.base import (Controllers, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
+                                   allocated_gpus)
+from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, disruption,
+                                tenant_queue)
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason

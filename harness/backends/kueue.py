@@ -7,7 +7,8 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram
-from harness.jobs.model import ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, OwnedKind, tenant_queue
+from harness.jobs.model import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, OwnedKind,
+                                tenant_queue)
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.objects import condition, condition_time, condition_true, created_at, parse_time
 from harness.backends.batch import batch_job

@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from harness.backends.base import BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring, PreemptionCounter, WaitHistogram
+from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
+                                   QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities,
+                                   Controllers, Monitoring, PreemptionCounter, WaitHistogram)
 from harness.jobs.model import GangJob, JobStatus
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.errors import ConfigError, HarnessError
 from harness.config.profile import Profile, Tenant
-from harness.jobs.slurm import api as slurm_api
-from harness.jobs.slurm import system as jobs_api
+from harness.jobs.slurm import api as slurm_api, system as jobs_api
 from harness.targets import sim
+from harness.targets.target import Target
 
 if TYPE_CHECKING:
     from harness.jobs.slurm.system import SlurmJobs, SlurmRest, SlurmSite
@@ -49,6 +51,7 @@ def site_site() -> SlurmSite | None:
 
 class SlurmBackend(Capabilities):
     name = "slurm"
+    jobs_on_kubernetes = False
     lacking = {SERVING: NOT_KUBERNETES,
                BORROWING: "an account's GPU limit (GrpTRES) is a cap, not a quota lent while idle and reclaimed: "
                           "idle GPUs go by fair share, and a QOS preempts by priority",
@@ -162,11 +165,11 @@ class SlurmBackend(Capabilities):
     def cluster_gpus(self) -> int:
         return sum(jobs_api.gres_count(str(n.get("gres", ""))) for n in self.rest().nodes())
 
-    def job_system(self, profile: Profile, run_id: str, test_id: str, target_kind: str,
+    def job_system(self, target: Target, profile: Profile, run_id: str, test_id: str,
                    apply_model: bool = True) -> SlurmJobs:
         """This test's jobs on Slurm; on the sim, the reference model applied first (once per run, unless the run
         keeps the queue model it finds: --queue-model=keep)."""
-        if target_kind == "sim" and apply_model and not self._model_applied:
+        if target.kind == "sim" and apply_model and not self._model_applied:
             self.apply_reference_model(profile)
         return jobs_api.SlurmJobs(self.rest(), run_id, test_id, accounts_of(profile),
                                   profile.timeouts.delete)

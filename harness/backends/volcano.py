@@ -6,7 +6,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram, allocated_gpus
+from harness.backends.base import (Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram,
+                                   allocated_gpus)
 from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.objects import created_at, parse_time

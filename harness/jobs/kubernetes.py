@@ -18,9 +18,8 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
 from harness.cluster.apply import apply_objects, dynamic_client
-from harness.jobs.model import GangJob, JobKinds, JobStatus
+from harness.jobs.model import GangJob, JobKinds, JobStatus, job_of, pod_state
 from harness.core.objects import created_at
-from harness.jobs.model import job_of, pod_state
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import Attempt
@@ -28,8 +27,7 @@ from harness.cluster.seam import service_account_user
 from harness.config.profile import Tenant
 from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
 from harness.core.samples import Samples
-from harness.core.timeline import Timeline, Transition, running_intervals
-from harness.core.timeline import MEMBER_KIND
+from harness.core.timeline import Timeline, Transition, running_intervals, MEMBER_KIND
 from harness.cluster.safety import require_ours
 from harness.cluster.tracker import Tracker, describe_phase
 from harness.core.errors import WaitTimeout

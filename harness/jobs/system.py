@@ -21,7 +21,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from harness.jobs.model import GangJob, JobStatus
+from harness.criteria.governance.audit import Submitted
+from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import Attempt
+from harness.core.samples import Samples
 from harness.config.profile import Tenant
 from harness.core.timeline import MEMBER_KIND, Timeline
 from harness.cluster.tracker import Objects, Tracker
@@ -29,6 +32,8 @@ from harness.cluster.tracker import Objects, Tracker
 
 class JobSystem(Protocol):
     timeline: Timeline
+    created: list[Submitted]  # what it submitted, by whom (the audit criterion)
+    samples: Samples          # one body per shape of what it submitted (the record)
 
     def submit(self, job: GangJob) -> None:
         ...
@@ -72,6 +77,14 @@ class JobSystem(Protocol):
     def end_while_stopped(self, jobs: list[GangJob], timeout_s: float) -> str:
         """End `jobs` while the backend's controllers are stopped and return once their capacity is free (a
         destructive step); say how."""
+        ...
+
+    def diagnostics(self) -> list[str]:
+        """What a reviewer needs after a failure: the jobs' and members' states, events, logs."""
+        ...
+
+    def gpus_held(self, resource: str, now: float) -> list[Held]:
+        """When each member held its GPUs of `resource` (cost attribution); still held ends at `now`."""
         ...
 
     def close(self) -> list[str]:

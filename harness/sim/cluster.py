@@ -18,11 +18,10 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.core.errors import ConfigError, SimError
-from harness.sim import files, nodes, pki, procs, serving_stack as serving, stack
+from harness.sim import files, nodes, pki, procs, serving_stack as serving, stack, netns
 from harness.core import paths
 from harness.sim.slurm import daemons as slurm
 from harness.sim.components import Component, Layout, control_plane
-from harness.sim import netns
 from harness.sim.config import SimConfig, ports_from_env
 from harness.core.paths import state_dir
 

@@ -15,13 +15,13 @@ from kubernetes import client
 from harness.jobs.slurm.system import SlurmSite
 from harness.sim import netns as _netns
 from harness.sim.build import build
-from harness.sim.cluster import (api_client, component_argv, component_names, component_problem, data_plane_netns,
-                                 down, faults_injected, freeze_component, is_up, layout, prometheus_url, recorded_state,
+from harness.sim.cluster import (api_client, component_argv, component_names, component_problem, data_plane_netns, down,
+                                 faults_injected, freeze_component, is_up, layout, prometheus_url, recorded_state,
                                  restart_component, running_components, start_component, started_with_extra_args,
                                  status, stop_component, up)
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
-                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, SCHEDULERS_ENV, GpuSpec, SimConfig, parse_schedulers,
-                                ports_from_env, schedulers_from_env)
+                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, SCHEDULERS_ENV, GpuSpec, SimConfig,
+                                parse_schedulers, ports_from_env, schedulers_from_env)
 from harness.sim.nodes import add_nodes, remove_nodes, simulated_node_names, wait_nodes_ready
 from harness.sim.slurm import daemons as _slurm
 from harness.sim.versions import Pins, load_pins

@@ -18,9 +18,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
+from harness.jobs.model import GangJob, disruption
 from harness.backends.base import BORROWING, QUEUE_QUOTA, QueueUsage
-from harness.jobs.model import disruption
 from harness.criteria.governance import borrowing_reclaim as reclaim
 from harness.criteria.governance.borrowing_reclaim import CRITERION
 from harness.criteria.governance.quota import gpus_over_time

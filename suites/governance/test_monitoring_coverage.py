@@ -16,9 +16,8 @@ from collections.abc import Callable
 from harness.backends import Backend
 from harness.jobs.model import GangJob
 from harness.backends.base import MONITORING
-from harness.criteria.governance.monitoring_coverage import Series
+from harness.criteria.governance.monitoring_coverage import Series, COMMON, CRITERION, GPU_UTILISATION
 from harness.criteria.governance import monitoring_coverage as coverage
-from harness.criteria.governance.monitoring_coverage import COMMON, CRITERION, GPU_UTILISATION
 from harness.jobs.system import JobSystem
 from harness.config.profile import Profile
 from harness.cluster.prometheus import Prometheus

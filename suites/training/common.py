@@ -8,14 +8,12 @@ from typing import Any
 import pytest
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
-from harness.jobs.model import job_of
+from harness.jobs.model import GangJob, job_of
 from harness.config.profile import Profile, Tenant
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from harness.core.timeline import Timeline, pods_over_time
+from harness.core.timeline import Timeline, pods_over_time, MEMBER_KIND
 from harness.cluster.tracker import Objects
-from harness.core.timeline import MEMBER_KIND
 from harness.jobs.system import JobSystem
 
 LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
+from harness.jobs.model import GangJob, job_of
 from harness.backends.base import CONTROLLER_RESTART
-from harness.jobs.model import job_of
 from harness.criteria.training.control_plane_recovery import (CRITERION, Bind, admitted_twice, disturbed,
-                                                             first_admission_after, lost)
+                                                              first_admission_after, lost)
 from harness.core.errors import WaitTimeout
 from harness.jobs.system import JobSystem
 from harness.config.profile import Profile, Tenant

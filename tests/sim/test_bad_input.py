@@ -1,5 +1,5 @@
 """Bad input, in one place: every user-facing input ends with one line naming what is wrong and how to fix it,
-exit status 2, no traceback, and nothing created in the cluster. (The sim's own flags: tests/unit/test_sim_config.py.)
+exit status 2, no traceback, and nothing created in the cluster. (The sim's own flags: tests/unit/sim/test_sim_config.py.)
 """
 
 from __future__ import annotations

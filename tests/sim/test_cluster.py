@@ -10,9 +10,8 @@ from kubernetes import client
 
 from harness.cluster.prometheus import Prometheus
 from harness.sim import cluster
-from harness.sim.config import DEFAULT_GPU_PRODUCT, DEFAULT_GPUS_PER_NODE, DEFAULT_DRIVER_VERSION
+from harness.sim.config import DEFAULT_GPU_PRODUCT, DEFAULT_GPUS_PER_NODE, DEFAULT_DRIVER_VERSION, GpuSpec
 from harness.sim.nodes import SIMULATED_LABEL, gfd_labels, simulated_node_names
-from harness.sim.config import GpuSpec
 from harness.cluster.wait import wait_for, wait_gone
 
 TIMEOUT_S = 60

@@ -35,7 +35,7 @@ from harness.core.errors import ConfigError, HarnessError, Refused
 from harness.config.profile import Tenant
 from harness.core.samples import Samples
 from harness.jobs.slurm.api import LEGACY, chosen, job_description, job_submit_body, legacy_answer
-from harness.core.timeline import Timeline
+from harness.core.timeline import Timeline, running_intervals
 from harness.cluster.tracker import Objects, Tracker
 from harness.cluster.wait import as_field, poll
 
@@ -469,9 +469,9 @@ class SlurmJobs:
             result.append(Attempt(me.name, f"slurmrestd: {action}", expected, NOT_APPLICABLE, outcome, said))
         return result
 
-    def gpus_held(self, now: float) -> list[Held]:
-        """When each member held its node's GPUs (running, from the polled states), for cost attribution."""
-        from harness.core.timeline import running_intervals  # harness.jobs.kubernetes imports the backends, which import this
+    def gpus_held(self, resource: str, now: float) -> list[Held]:
+        """When each member held its node's GPUs (running, from the polled states), for cost attribution (Slurm's
+        GRES gpu, whatever the profile calls the resource on Kubernetes)."""
         held = []
         for name, start, end in running_intervals(self.timeline, now):
             job = self._jobs.get(name.rsplit("-", 1)[0])

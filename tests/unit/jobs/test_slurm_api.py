@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from harness.core.errors import ConfigError
-from harness.jobs.slurm.system import REFUSALS, _codes, accounted_gpu_seconds, job_object, member_objects, merged, status_of
+from harness.jobs.slurm.system import (REFUSALS, _codes, accounted_gpu_seconds, job_object, member_objects, merged,
+                                       status_of)
 from harness.jobs.slurm.api import LEGACY, SUPPORTED, chosen, job_description, job_submit_body, legacy_answer, offered
-from tests.unit.test_slurm_adapter import PENDING_JOB, RUNNING_JOB
+from tests.unit.jobs.test_slurm_adapter import PENDING_JOB, RUNNING_JOB
 
 CURRENT = [v for v in SUPPORTED if v != LEGACY]
 

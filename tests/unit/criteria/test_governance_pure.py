@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import pytest
 
 from harness.criteria.governance.monitoring_coverage import Series
-from harness.criteria.governance import audit, borrowing_reclaim as reclaim, cost_attribution as cost, quota
-from harness.criteria.governance import monitoring_coverage as coverage, tenant_isolation as iso
+from harness.criteria.governance import (audit, borrowing_reclaim as reclaim, cost_attribution as cost, quota,
+                                         monitoring_coverage as coverage, tenant_isolation as iso)
 from harness.criteria.training.queue_fairness import Interval
 from harness.config.profile import load_profile
 from harness.setup.queue_model import queue_model

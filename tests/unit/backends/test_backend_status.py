@@ -14,7 +14,7 @@ from harness.jobs.model import GangJob
 from harness.config.profile import load_profile
 from harness.core.paths import REPO_ROOT
 
-RECORDED = Path(__file__).parents[1] / "fixtures" / "recorded"
+RECORDED = Path(__file__).parents[2] / "fixtures" / "recorded"
 
 
 def recorded(name: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from harness.record.model import load_record
 from harness.record.sparkline import sparkline
 from harness.record.trend import OUTCOME_ONLY, changes, in_order, page, series
 
-RECORDS = Path(__file__).parents[1] / "fixtures" / "records"
+RECORDS = Path(__file__).parents[2] / "fixtures" / "records"
 PATHS = [RECORDS / "gang-schema3.json", RECORDS / "gang-3da4843.json", RECORDS / "gang-3a15079.json"]
 GANG = "training.gang_admission"
 

@@ -17,7 +17,7 @@ from harness.record.render import sections
 from harness.core.samples import Samples, shape
 from harness.record.verdict import environment_line, title, verdicts
 
-RECORDS = Path(__file__).parents[1] / "fixtures" / "records"
+RECORDS = Path(__file__).parents[2] / "fixtures" / "records"
 OLD, NEW = RECORDS / "gang-3a15079.json", RECORDS / "gang-schema3.json"
 
 

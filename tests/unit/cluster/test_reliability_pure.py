@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
-from harness.criteria.training.control_plane_recovery import Bind, admitted_twice, disturbed, first_admission_after, lost
+from harness.criteria.training.control_plane_recovery import (Bind, admitted_twice, disturbed, first_admission_after,
+                                                              lost)
 from harness.run.environment import Down, EnvironmentWatch, Part, faults_between, judged, without_sampled_twice
 from harness.cluster.prometheus import transient
 from harness.core.redact import environment_secrets, kubeconfig_secrets

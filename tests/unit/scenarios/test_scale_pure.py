@@ -8,8 +8,8 @@ import pytest
 
 from harness import backends
 from harness.jobs.model import JOB_LABEL, GangJob
-from harness.criteria.scale.throughput import (Admission, bucket_of, busy_s, depth_at_submission, depth_points,
-                                               figures, over_time, peak_rate, percentile)
+from harness.criteria.scale.throughput import (Admission, bucket_of, busy_s, depth_at_submission, depth_points, figures,
+                                               over_time, peak_rate, percentile)
 from harness.config.profile import Tenant
 from harness.scenarios.scale import FirstAdmission
 

@@ -8,7 +8,8 @@ from harness.jobs.model import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
 from harness.sim.slurm import daemons as sim_slurm
 from harness.sim.components import Layout
 from harness.core.errors import HarnessError
-from harness.jobs.slurm.system import PollSource, expand_hostlist, gres_count, job_object, member_objects, merged, status_of
+from harness.jobs.slurm.system import (PollSource, expand_hostlist, gres_count, job_object, member_objects, merged,
+                                       status_of)
 
 # as GET /slurm/v0.0.38/jobs answered for a 2-node gang (fields trimmed to those read)
 RUNNING_JOB = {"job_id": 7, "name": "gang-ab12c", "account": "team-a", "user_name": "team-a-submitter",

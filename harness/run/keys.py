@@ -1,0 +1,56 @@
+"""What the run keeps on the pytest config and items: the stash keys, and the run's configuration."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from harness.run import headstart
+from harness.config.options import RunConfig
+from harness.criteria.governance.audit import Submitted
+from harness.criteria.governance.cost_attribution import Held
+from harness.run.environment import EnvironmentWatch
+from harness.record.evidence import Evidence
+from harness.cluster.runlock import RunLock
+from harness.targets.target import Target
+
+
+
+CONFIG_KEY = pytest.StashKey[RunConfig]()
+
+
+TARGET_KEY = pytest.StashKey[Target]()
+
+
+WATCH_KEY = pytest.StashKey[EnvironmentWatch]()
+
+
+LOCK_KEY = pytest.StashKey[RunLock]()
+
+
+SETUP_START_KEY = pytest.StashKey[float]()
+
+
+DISRUPTED_KEY = pytest.StashKey[set[str]]()
+
+
+SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
+
+
+HELD_KEY = pytest.StashKey[list[Held]]()
+
+
+HEAD_STARTS_KEY = pytest.StashKey[dict[str, headstart.HeadStart]]()
+
+
+LATE_KEY = pytest.StashKey[set[str]]()
+
+
+def run_config(config: pytest.Config) -> RunConfig:
+    return config.stash[CONFIG_KEY]
+
+
+EVIDENCE_KEY = pytest.StashKey[list[Evidence]]()
+
+
+CALL_REPORT_KEY = pytest.StashKey[pytest.TestReport]()
