@@ -22,7 +22,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.cluster.seam import BACKOFF_S, DEFAULT_RETRY_BUDGET_S, Outage, RetryLog
+from harness.cluster.seam import DEFAULT_RETRY_BUDGET_S, Outage, RetryLog, pause_before_retry
 
 QUERY_TIMEOUT_S = 10.0
 READ_MARGIN_S = 5.0  # the client waits a little longer than the query's own timeout on the server
@@ -142,8 +142,7 @@ class Prometheus:
                     raise PrometheusUnavailable(
                         f"Prometheus at {self.url} unreachable for {waited:.0f}s (retry budget {self._budget_s:.0f}s,"
                         f" {retries} retries): {cause}; check that Prometheus is running") from exc
-                time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
-                retries += 1
+                retries = pause_before_retry(retries)
                 continue
             except (requests.RequestException, ValueError) as exc:
                 raise PrometheusUnavailable(f"Prometheus at {self.url} did not answer {promql!r}: {exc}") from exc

@@ -187,6 +187,13 @@ class RequestsSeen:
             return sorted(self.seen)
 
 
+def pause_before_retry(retries: int) -> int:
+    """The pause before retry number `retries + 1` of one request (the last of BACKOFF_S repeats until the caller's
+    budget is spent): the one backoff of the API seam and the Prometheus client. Returns the retries made."""
+    time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
+    return retries + 1
+
+
 class SeamTransport:
     """Wraps an ApiClient's RESTClientObject: default timeouts, retries within a budget, outages logged."""
 
@@ -245,8 +252,7 @@ class SeamTransport:
                 raise ApiUnavailable(f"API server {method} {_path(url)}: {cause} for {time.monotonic() - started:.0f}s "
                                      f"(retry budget {budget_s:.0f}s, {retries} retries); "
                                      "check that the API server is running and reachable") from exc
-            time.sleep(BACKOFF_S[min(retries, len(BACKOFF_S) - 1)])
-            retries += 1
+            retries = pause_before_retry(retries)
 
 
     def _ready(self, url: str, headers: Any) -> bool:

@@ -26,7 +26,7 @@ from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import Attempt
 from harness.core.samples import Samples
 from harness.config.profile import Tenant
-from harness.core.timeline import MEMBER_KIND, Timeline
+from harness.core.timeline import Timeline
 from harness.cluster.tracker import Objects, Tracker
 
 

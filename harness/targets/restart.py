@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
+from harness.cluster.wait import poll
 from harness.core.errors import HarnessError, WaitTimeout
 from harness.targets import sim
 
@@ -62,17 +63,20 @@ class DeploymentRestart:
             raise HarnessError(f"no controller Deployment named {', '.join(self.names)} on this cluster")
         return found
 
+    def _states(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(available replicas, replicas) of each controller Deployment."""
+        return {(d.metadata.namespace, d.metadata.name): (d.status.available_replicas or 0, d.status.replicas or 0)
+                for d in self._deployments()}
+
     def _scale(self, replicas: dict[tuple[str, str], int], ready: bool) -> None:
         apps = client.AppsV1Api(self.api)
         for (namespace, name), count in replicas.items():
             apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": count}})
-        deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
-            states = {(d.metadata.namespace, d.metadata.name): (d.status.available_replicas or 0, d.status.replicas or 0)
-                      for d in self._deployments()}
-            if all((states[k][0] >= v) if ready else states[k][1] == 0 for k, v in replicas.items()):
-                return
-            time.sleep(POLL_S)
+        def settled(states: dict[tuple[str, str], tuple[int, int]]) -> bool:
+            return all((states[k][0] >= v) if ready else states[k][1] == 0 for k, v in replicas.items())
+        states = poll(self._states, settled, self.timeout_s, POLL_S)
+        if settled(states):
+            return
         raise WaitTimeout(f"controller Deployments {', '.join(self.names)} not {'available' if ready else 'gone'} "
                           f"after {self.timeout_s:.0f}s; last (available, replicas): {states}")
 

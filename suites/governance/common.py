@@ -50,14 +50,17 @@ def submit_and_wait_running(workloads: JobSystem, jobs: list[GangJob], what: str
     return max((s for s in starts if s is not None), default=time.time()) - submitted
 
 
-def stays_waiting(workloads: JobSystem, job: GangJob, window_s: float) -> float | None:
-    """Watch `job` for `window_s`; when it started, the harness time it was seen starting, else None."""
-    tracker = workloads.jobs(job.tenant.namespace)
+def started_within(workloads: JobSystem, jobs: list[GangJob], what: str, timeout_s: float,
+                   states: tuple[str, ...] = STARTED) -> float | None:
+    """Watch `jobs` for up to `timeout_s`: the harness time the last of them was seen in `states` (started), or None
+    when one of them has not by then (a job held as it should be, or a lender still without its quota)."""
+    tracker = workloads.jobs(jobs[0].tenant.namespace)
     try:
-        tracker.wait_until(f"{job.name} stays held", state_is(workloads, job, *STARTED), window_s)
+        tracker.wait_until(what, lambda objs: all(state_is(workloads, j, *states)(objs) for j in jobs), timeout_s)
     except WaitTimeout:
         return None
-    return first_seen(workloads.timeline, tracker.kind, workloads.tracked_name(job), *STARTED) or time.time()
+    seen = [first_seen(workloads.timeline, tracker.kind, workloads.tracked_name(j), *states) for j in jobs]
+    return max((s for s in seen if s is not None), default=time.time())
 
 
 def held_intervals(workloads: JobSystem, tenant: Tenant, jobs: list[GangJob], now: float) -> list[Interval]:

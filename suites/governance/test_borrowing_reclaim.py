@@ -23,16 +23,15 @@ from harness.backends.base import BORROWING, QUEUE_QUOTA, QueueUsage
 from harness.criteria.governance import borrowing_reclaim as reclaim
 from harness.criteria.governance.borrowing_reclaim import CRITERION
 from harness.criteria.governance.quota import gpus_over_time
-from harness.core.errors import WaitTimeout
 from harness.jobs.system import JobSystem
-from harness.config.profile import Profile, Tenant
+from harness.config.profile import Profile
 from harness.cluster.prometheus import Prometheus
 from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, job_size, submit_and_wait_running)
+from suites.governance.common import (borrower_and_lender, held_intervals, job_size, started_within, submit_and_wait_running)
 from harness.core.timeline import running_intervals
-from suites.training.common import LONG_RUN_S, belongs, require, state_is
+from suites.training.common import LONG_RUN_S, belongs, require
 
 CHART_STEP_S = 1.0
 METRIC_SETTLE_S = 30.0  # for a queue's status and a few scrapes of its metric to show what the pods hold
@@ -85,17 +84,6 @@ def eviction_reason(workloads: JobSystem, job: GangJob) -> str:
     return status.reason if status is not None and status.reason else "no reason given"
 
 
-def lender_holds_quota(workloads: JobSystem, jobs: list[GangJob], timeout_s: float) -> float | None:
-    """Harness time at which every one of the lender's jobs had started, or None within `timeout_s`."""
-    tracker = workloads.jobs(jobs[0].tenant.namespace)
-    try:
-        tracker.wait_until("the lender holds its quota",
-                           lambda objs: all(state_is(workloads, j, *STARTED)(objs) for j in jobs), timeout_s)
-    except WaitTimeout:
-        return None
-    return time.time()
-
-
 def run_borrowing_reclaim(api: client.ApiClient, prometheus: Prometheus, backend: Backend, workloads: JobSystem,
                           profile: Profile, ev: Evidence) -> None:
     borrower, lender = borrower_and_lender(profile)
@@ -129,7 +117,7 @@ def run_borrowing_reclaim(api: client.ApiClient, prometheus: Prometheus, backend
     for job in lent_back:
         workloads.submit(job)
     wait_s = 2 * profile.threshold(CRITERION.id, "reclaim_within_s")
-    held_at = lender_holds_quota(workloads, lent_back, wait_s)
+    held_at = started_within(workloads, lent_back, "the lender holds its quota", wait_s)
     ended = time.time()
     ev.note(f"{lender.name} held its quota " + ("never within " + f"{wait_s:g}s" if held_at is None
                                                 else f"{held_at - submitted:.1f}s after submitting"))

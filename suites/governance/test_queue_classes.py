@@ -24,13 +24,12 @@ from harness.criteria.governance import queue_classes as classes
 from harness.criteria.governance.queue_classes import CRITERION
 from harness.criteria.governance.quota import gpus_over_time, peak_gpus
 from harness.criteria.training.queue_fairness import Interval
-from harness.core.errors import WaitTimeout
 from harness.jobs.system import JobSystem
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from suites.governance.common import STARTED, held_intervals, submit_and_wait_running
-from suites.training.common import LONG_RUN_S, gpu_nodes, require, state_is
+from suites.governance.common import held_intervals, started_within, submit_and_wait_running
+from suites.training.common import LONG_RUN_S, gpu_nodes, require
 
 SETTLE_S = 5.0  # after the session starts: the evictions it caused have happened (each is a watch event)
 CHART_STEP_S = 1.0
@@ -63,11 +62,7 @@ def run_queue_classes(workloads: JobSystem, backend: Backend, profile: Profile, 
     workloads.submit(session)
     tracker = workloads.jobs(tenant.namespace)
     wait_s = 2 * profile.threshold(CRITERION.id, "session_start_within_s")
-    try:
-        tracker.wait_until("the interactive session runs", state_is(workloads, session, "running"), wait_s)
-        running_at: float | None = time.time()
-    except WaitTimeout:
-        running_at = None
+    running_at = started_within(workloads, [session], "the interactive session runs", wait_s, ("running",))
     ev.note("the session " + (f"ran {running_at - submitted:.1f}s after submission" if running_at is not None
                               else f"did not run within {wait_s:g}s"))
     ev.expect("session_start_within_s", round((running_at or time.time()) - submitted, 3))

@@ -28,7 +28,7 @@ from harness.config.profile import Profile
 from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, held_reason, job_size, stays_waiting,
+from suites.governance.common import (STARTED, borrower_and_lender, held_intervals, held_reason, job_size, started_within,
                                       submit_and_wait_running)
 from suites.training.common import LONG_RUN_S, require, state_is
 
@@ -53,7 +53,7 @@ def run_quota(api: client.ApiClient, workloads: JobSystem, profile: Profile, ev:
     window = profile.threshold(CRITERION.id, "held_for_s")
     submitted = time.time()
     workloads.submit(beyond)
-    started_at = stays_waiting(workloads, beyond, window)
+    started_at = started_within(workloads, [beyond], f"{beyond.name} stays held", window)
     ended = time.time()
     reason = held_reason(api, workloads, beyond)
     ev.note(f"the job beyond the limit: " + ("held through the window" if started_at is None

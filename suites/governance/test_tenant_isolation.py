@@ -35,7 +35,7 @@ from harness.run import collect as record
 from harness.record.evidence import Evidence
 from harness.cluster.seam import install, service_account_user
 from harness.targets.target import Target
-from suites.governance.common import held_reason, stays_waiting
+from suites.governance.common import held_reason, started_within
 from suites.training.common import require
 
 PROBE = "gpupoc-isolation-probe"   # a name nothing has: a request allowed past authorization answers 404
@@ -260,7 +260,7 @@ def test_queue_isolation(target: Target, backend: Backend, workloads: JobSystem,
         ev.expect("held_for_s", window)
         ev.verdict()
         return
-    started_at = stays_waiting(workloads, intruder, window)
+    started_at = started_within(workloads, [intruder], f"{intruder.name} stays held", window)
     ended = time.time()
     reason = held_reason(target.api, workloads, intruder)
     ev.note(f"{me.name} submitted a job in {me.namespace} naming {other.name}'s {backend.name} queue {theirs!r}: "

@@ -522,10 +522,7 @@ class SlurmJobs:
                 self.rest.request("DELETE", f"job/{job_id}", self._owners.get(name, self.rest.site.admin_user))
             except HarnessError as exc:
                 failed.append(f"slurm job {job_id} ({name}) not cancelled: {exc}")
-        deadline, active = time.monotonic() + self.delete_timeout_s, self._active()
-        while active and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-            active = self._active()
+        active = poll(self._active, lambda still: not still, self.delete_timeout_s, POLL_S)
         for tracker in self._trackers.values():
             tracker.stop(wait=False)
         return failed + [f"slurm job {j} still {s} after {self.delete_timeout_s:.0f}s" for j, s in active]
