@@ -169,7 +169,7 @@ class SlurmBackend(Capabilities):
                    apply_model: bool = True) -> SlurmJobs:
         """This test's jobs on Slurm; on the sim, the reference model applied first (once per run, unless the run
         keeps the queue model it finds: --queue-model=keep)."""
-        if target.kind == "sim" and apply_model and not self._model_applied:
+        if target.features.own_processes and apply_model and not self._model_applied:
             self.apply_reference_model(profile)
         return jobs_api.SlurmJobs(self.rest(), run_id, test_id, accounts_of(profile),
                                   profile.timeouts.delete)

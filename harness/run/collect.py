@@ -208,7 +208,7 @@ def describe_environment(record: Record, target: Target | None) -> None:
     record.schedulers = scheduler_versions(target)
     slurm = backend_registry.ALL.get("slurm")
     if isinstance(slurm, SlurmBackend) and slurm.site() is not None:
-        record.slurm = slurm.describe(simulated=target.kind == "sim")
+        record.slurm = slurm.describe(simulated=target.features.simulated_gpus)
     try:
         record.operations = describe_operations(record, target)
     except (client.ApiException, HarnessError, OSError) as exc:  # the rest of the record stands without it
@@ -228,7 +228,7 @@ def describe_operations(record: Record, target: Target) -> dict[str, dict[str, A
         controllers = backend_registry.ALL[name].controllers
         processes = tuple(dict.fromkeys((*controllers.sim, *controllers.needs))) if controllers else ()
         deployments = controllers.deployments if controllers else ()
-        parts = operations.components(processes, deployments, record.schedulers, target.kind == "sim")
+        parts = operations.components(processes, deployments, record.schedulers, target.features.own_processes)
         found[name] = {"components": parts, "crds": operations.crds_by_group(crds, name),
                        "webhooks": operations.webhooks_of(hooks, name), "window_s": round(window_s, 1),
                        "usage": operations.usage_rows([p["name"] for p in parts], usage, window_s),
@@ -283,7 +283,7 @@ def process_usage(target: Target, window_s: float) -> tuple[dict[str, operations
 
 
 def scheduler_versions(target: Target) -> list[dict[str, str]]:
-    if target.kind == "sim":
+    if target.features.own_processes:
         return [{"name": s.name, "version": s.version} for s in sim.status()]
     apps = client.AppsV1Api(target.api)
     found = []

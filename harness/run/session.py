@@ -63,7 +63,7 @@ def connected(config: pytest.Config) -> Target:
         take_run_lock(config, found, cfg)
         preflight_or_exit(config, found, cfg)
         remember_tenant_secrets(config, found, cfg.profile)
-        logged = sim_faults if found.kind == "sim" else None
+        logged = sim_faults if found.features.own_processes else None
         config.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
     return config.stash[TARGET_KEY]
 
@@ -130,7 +130,7 @@ def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None
 def environment_parts(target: Target) -> list[Part]:
     """What the environment watch samples: on the sim, each of its processes (running, not frozen). On other
     targets the seam and the Prometheus client see outages of what they call."""
-    if target.kind != "sim":
+    if not target.features.own_processes:
         return []
     return [Part(name, functools.partial(sim.component_problem, name)) for name in sim.component_names()]
 

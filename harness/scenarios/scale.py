@@ -87,7 +87,7 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
                if int((n.status.allocatable or {}).get(profile.gpu.resource, "0")) >= profile.gpu.per_node)
     added: list[str] = []
     try:
-        if target.kind == "sim" and spec.nodes > have:
+        if target.features.adds_nodes and spec.nodes > have:
             started = time.monotonic()
             with target.seam.requests.not_the_runners():  # the sim's own nodes: not the runner's job
                 added = sim.add_nodes(core, spec.nodes - have, sim.GpuSpec(count=profile.gpu.per_node))

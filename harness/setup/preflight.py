@@ -233,7 +233,7 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
     checks = [Check("api", f"{target.host} answers, Kubernetes {target.kubernetes_version} ({target.kind}, "
                     f"context {target.context})", OK)]
     say("preflight: the runner's permissions")
-    if target.kind != "sim":
+    if not target.features.runner_is_admin:
         checks += permission_checks(target.api, needed_permissions(
             runner_manifests(cfg.profile, "runner/runner", cfg.run_lock)))
     say("preflight: backends and queues")

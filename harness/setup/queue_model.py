@@ -26,7 +26,7 @@ QUEUE_TEMPLATES = {"kueue": "setup/kueue.yaml.j2", "volcano": "setup/volcano.yam
 
 
 def may_create_queue_model(target: Target) -> bool:
-    return target.kind == "sim" or target.context.startswith("kind-")
+    return target.features.creates_queue_model
 
 
 def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
@@ -86,7 +86,7 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
 def apply_slurm_model(target: Target, profile: Profile, say: Callable[[str], None]) -> list[str]:
     """The sim's Slurm, when it runs one: accounts, users and QOS from the profile (sacctmgr)."""
     slurm = backends.ALL.get("slurm")
-    if target.kind != "sim" or not isinstance(slurm, SlurmBackend) or slurm.unavailable_reason(target.api):
+    if not target.features.own_processes or not isinstance(slurm, SlurmBackend) or slurm.unavailable_reason(target.api):
         return []
     slurm.apply_reference_model(profile)
     accounts = sorted(accounts_of(profile).values())

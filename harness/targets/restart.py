@@ -93,6 +93,6 @@ class DeploymentRestart:
 def controller_restart(target: Any, backend: Any, timeout_s: float) -> ControllerRestart:
     """The way to restart `backend`'s controllers on `target` (the caller checked CONTROLLER_RESTART)."""
     controllers = backend.controllers
-    if target.kind == "sim":
+    if target.features.own_processes:
         return SimRestart(controllers.sim)
     return DeploymentRestart(target.api, controllers.deployments, timeout_s)

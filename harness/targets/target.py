@@ -21,6 +21,29 @@ HTTP_UNAUTHORIZED, HTTP_FORBIDDEN = 401, 403
 
 
 @dataclass(frozen=True)
+class Features:
+    """What a target offers the harness: asked instead of its kind (the sim, a kubeconfig cluster, in-cluster)."""
+
+    simulated_gpus: bool     # its GPUs are simulated: no driver to ask, no DCGM exporter, and the record says so
+    own_processes: bool      # the harness runs its control plane and schedulers as processes it can watch and stop
+    adds_nodes: bool         # nodes can be added for a scenario and removed after it
+    audit_log_file: bool     # the API server's audit log is a file the harness reads
+    runner_is_admin: bool    # the runner set the cluster up: its permissions are not reviewed, destructive steps run
+    creates_queue_model: bool  # the reference queue model may be created (a cluster of its own otherwise keeps its own)
+
+
+SIM_FEATURES = Features(simulated_gpus=True, own_processes=True, adds_nodes=True, audit_log_file=True,
+                        runner_is_admin=True, creates_queue_model=True)
+
+
+def features_of(kind: str, context: str) -> Features:
+    if kind == "sim":
+        return SIM_FEATURES
+    return Features(simulated_gpus=False, own_processes=False, adds_nodes=False, audit_log_file=False,
+                    runner_is_admin=False, creates_queue_model=context.startswith("kind-"))
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str           # sim | kubeconfig | in-cluster
     context: str
@@ -29,6 +52,10 @@ class Target:
     kubernetes_version: str
     seam: ClusterSeam
     started_sim: bool = False  # this process started the sim, so it stops it at the end
+
+    @property
+    def features(self) -> Features:
+        return features_of(self.kind, self.context)
 
     @property
     def host(self) -> str:
@@ -83,5 +110,5 @@ def connect(cfg: RunConfig) -> Target:
                            "check that the cluster is running and the kubeconfig points at it") from exc
     timeouts = cfg.profile.timeouts  # the probe above fails fast; from here on every request goes through the seam
     seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
-    prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if kind == "sim" else None)
+    prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if features_of(kind, context).own_processes else None)
     return Target(kind, context, seam.api, prometheus, str(version), seam, started)

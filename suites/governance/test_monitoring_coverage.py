@@ -73,12 +73,12 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
     else:
         ev.not_checked("max_pending_mismatch", f"{backend.name} exports no count of jobs waiting per queue")
     needed = [*backend.monitoring.series, *(COMMON if backend.monitoring.pods else ())]
-    if target.kind != "sim":
+    if not target.features.simulated_gpus:
         needed.append(GPU_UTILISATION)
     # series of objects just created (kube-state-metrics' of the new pods) show after a scrape or two
     found = poll(lambda: [look_up(prometheus, s) for s in needed],
                  lambda seen: not any(f.state() == coverage.MISSING for f in seen), SETTLE_S)
-    if target.kind == "sim":
+    if target.features.simulated_gpus:
         ev.note("GPU utilisation (DCGM_FI_DEV_GPU_UTIL) not checked: the sim's GPUs are simulated and it runs no "
                 "DCGM exporter")
     now = time.time()
