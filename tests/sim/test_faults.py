@@ -36,7 +36,7 @@ import time
 
 import pytest
 
-from harness.backends import GangJob
+from harness.jobs.model import GangJob
 from harness.core.errors import WaitTimeout
 from harness.sim import cluster
 

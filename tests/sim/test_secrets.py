@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from harness.backends import GangJob
+from harness.jobs.model import GangJob
 
 
 def test_fails_and_dumps(api, workloads, queue_model, evidence):
