@@ -30,9 +30,11 @@ build: install
 poc: build
 	PYTHON=$(PYTHON) bash sim/poc.sh
 
-# The project's tests: unit tests, then the integration tests against the sim.
+# The project's tests: unit tests and the integration tests, their files shared out among TEST_WORKERS pytest-xdist
+# workers, each worker with a sim of its own (tests/conftest.py); TEST_WORKERS=0 runs them one after another.
+TEST_WORKERS ?= 2
 test: build
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
 
 unit: install
 	$(PYTHON) -m pytest tests/unit

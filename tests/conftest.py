@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from kubernetes import client
 
+from harness.core.paths import build_root, gpupoc_home
 from harness.targets.target import Target
+
+# `make test` runs its files on pytest-xdist workers at once (Makefile: TEST_WORKERS). The first worker uses the
+# sim as usual; each other worker gets a sim of its own (its own state directory and port range, the build shared),
+# so a test that restarts a scheduler, injects a fault or misconfigures the cluster disturbs no other worker's tests.
+# 29000 is the default base; 30000 and 31000 are the second sims of tests/sim/test_lifecycle.py and bench/.
+WORKER_PORT_BASES = {"gw1": 32000, "gw2": 33000, "gw3": 34000}
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if WORKER and WORKER != "gw0":
+    if WORKER not in WORKER_PORT_BASES:
+        raise pytest.UsageError(f"make test runs at most {len(WORKER_PORT_BASES) + 1} workers (TEST_WORKERS)")
+    os.environ.setdefault("GPUPOC_BUILD_HOME", str(build_root()))
+    os.environ["GPUPOC_HOME"] = str(gpupoc_home() / "workers" / WORKER)
+    os.environ["GPUPOC_SIM_PORT_BASE"] = str(WORKER_PORT_BASES[WORKER])
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +35,18 @@ def sim_api(target: Target) -> client.ApiClient:
 @pytest.fixture()
 def core(sim_api: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(sim_api)
+
+
+# The longest files first (seconds measured in one `make test`, 2026-12-03), so the workers finish together:
+# pytest-xdist hands out whole files (--dist loadfile) in collection order.
+LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_governance.py", "tests/sim/test_faults.py",
+                 "tests/suites/test_training_sensitivity.py", "tests/suites/test_inference.py",
+                 "tests/sim/test_schedulers.py", "tests/suites/test_training_scenarios.py", "tests/suites/test_scale.py")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)

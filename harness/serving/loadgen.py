@@ -23,7 +23,7 @@ import yaml
 
 from harness.criteria.inference.latency import LoadReport, parse_inference_perf
 from harness.core.errors import HarnessError
-from harness.core.paths import gpupoc_home
+from harness.core.paths import build_root
 from harness.serving.traffic import Traffic
 
 PACKAGE = "inference-perf==0.7.0"
@@ -47,7 +47,7 @@ tokenizer.save(str(out / "tokenizer.json"))
 
 
 def venv_dir() -> Path:
-    return gpupoc_home() / "venvs" / "inference-perf"
+    return build_root() / "venvs" / "inference-perf"  # a tool, like the binaries: shared by every sim of this user
 
 
 def find_python() -> str | None:

@@ -242,14 +242,32 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             slurm_thread.start()
         for component in components[:CONTROL_PLANE_IN_ORDER]:  # etcd, then the API server that needs it
             start_together([component])
-        start_together(components[CONTROL_PLANE_IN_ORDER:])  # the rest only need the API server
         api = api_client(lay)
         core = client.CoreV1Api(api)
-        names = nodes.add_nodes(core, cfg.nodes, cfg.gpu)
-        if cfg.schedulers:
-            stack.install_crds(api, cfg.schedulers)
-            if "kai" in cfg.schedulers:
-                stack.create_kai_defaults(api)
+        names: list[str] = []
+        # the nodes and the schedulers' CRDs only need the API server: they go in while the rest of the control
+        # plane starts (the CRDs' schemas take the API server seconds to establish)
+        objects_failed: list[BaseException] = []
+
+        def create_objects() -> None:
+            try:
+                names.extend(nodes.add_nodes(core, cfg.nodes, cfg.gpu))
+                if cfg.schedulers:
+                    stack.install_crds(api, cfg.schedulers)
+                    if "kai" in cfg.schedulers:
+                        stack.create_kai_defaults(api)
+                say(f"  {'nodes and CRDs':<28} {'':<11} created after {time.monotonic() - started:5.1f}s")
+            except BaseException as exc:  # raised on the main thread after the join
+                objects_failed.append(exc)
+
+        objects_thread = threading.Thread(target=create_objects, name="sim-objects", daemon=True)
+        objects_thread.start()
+        start_together(components[CONTROL_PLANE_IN_ORDER:])  # the rest only need the API server
+        objects_thread.join(start_timeout_s * 2)
+        if objects_failed:
+            raise objects_failed[0]
+        if objects_thread.is_alive():
+            raise SimError(f"nodes and CRDs not created after {start_timeout_s * 2:.0f}s")
         if scheduler_components:
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError, SimError
 from harness.cluster.wait import poll
 from harness.sim.components import Component, Layout
 
@@ -524,9 +524,14 @@ def apply_reference_model(lay: SlurmLayout, tenants: list[dict[str, Any]], clust
     for t in tenants:
         try:
             pwd.getpwnam(t["user"])
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", t["user"]],
-                           check=True, capture_output=True)
+        except KeyError:  # another sim on this host may be adding the same user right now: it exists either way
+            added = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                                    t["user"]], capture_output=True, text=True)
+            if added.returncode != 0:
+                try:
+                    pwd.getpwnam(t["user"])
+                except KeyError:
+                    raise SimError(f"useradd {t['user']}: {added.stderr.strip()}") from None
     commands = reference_model(tenants, cluster_gpus)
     for command in commands:
         sacctmgr(lay, *command)
