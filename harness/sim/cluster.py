@@ -180,7 +180,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         say("no nodes: the data plane (kube-proxy, model-server stand-ins, metrics adapter) is left out")
         cfg = dataclasses.replace(cfg, serving=False)
     components = control_plane(lay, cfg.ports)
-    scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers)
+    scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers,
+                                            serving.netns_name(cfg.ports) if cfg.serving else None)
     if cfg.serving:
         data_plane, *late = serving.components(lay, cfg.ports)
         components.append(data_plane)

@@ -53,6 +53,8 @@ def prepare(layout: Layout, ports: Ports) -> None:
     netns.create(name, _network(POD_CIDR), SERVICE_CIDR, CLIENT_IP)
     relays = [
         {"listen_ns": name, "listen_port": ports.apiserver, "target_ns": "host", "target_port": ports.apiserver},
+        {"listen_ns": "host", "listen_port": ports.kai_podgroupcontroller_health, "target_ns": name,
+         "target_port": ports.kai_podgroupcontroller_health},  # KAI's pod-group controller runs in the namespace
         {"listen_ns": "host", "listen_port": ports.kube_proxy_health, "target_ns": name,
          "target_port": KUBE_PROXY_HEALTH},
         {"listen_ns": "host", "listen_port": ports.kube_proxy_metrics, "target_ns": name,

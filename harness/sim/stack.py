@@ -70,12 +70,13 @@ KUBE_STATE_METRICS = ("kube_pod_status_phase", "kube_pod_start_time", "kube_pod_
                       "kube_pod_deletion_timestamp", "kube_job_status_succeeded")
 
 
-def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> list[Component]:
-    """The processes of the requested schedulers, plus kube-state-metrics whenever any is asked for."""
+def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...], netns: str | None = None) -> list[Component]:
+    """The processes of the requested schedulers, plus kube-state-metrics whenever any is asked for; `netns`: the
+    sim's network namespace, where a process that binds a fixed host port runs (so several sims share a host)."""
     pins = load_pins()
     result: list[Component] = []
     if "kai" in schedulers:
-        result += kai_components(layout, ports, pins.kai_scheduler)
+        result += kai_components(layout, ports, pins.kai_scheduler, netns)
     if "kueue" in schedulers:
         result.append(Component("kueue", (
             binary("kueue"), f"--config={layout.root / 'kueue-config.yaml'}",
@@ -119,7 +120,7 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> lis
     return result
 
 
-def kai_components(layout: Layout, ports: Ports, version: str) -> list[Component]:
+def kai_components(layout: Layout, ports: Ports, version: str, netns: str | None = None) -> list[Component]:
     """KAI-Scheduler's five processes. They read the kubeconfig from KUBECONFIG (not all parse --kubeconfig);
     their webhooks (queue and pod-group validation) are off, as nothing here needs them."""
     env = (("KUBECONFIG", str(layout.component_kubeconfig("kai-scheduler"))),)
@@ -144,7 +145,8 @@ def kai_components(layout: Layout, ports: Ports, version: str) -> list[Component
             f"--metrics-bind-address=127.0.0.1:{ports.kai_podgroupcontroller_metrics}",
             f"--health-probe-bind-address=127.0.0.1:{ports.kai_podgroupcontroller_health}",
         ), ready(ports.kai_podgroupcontroller_health), ports.kai_podgroupcontroller_health, known_version=known,
-            env=env),
+            env=env, netns=netns),  # v0.12.0 ignores --metrics-bind-address and binds :8080: in the namespace,
+        #                            reached through the data plane's relays (API server in, health probe out)
         Component("kai-podgrouper", (
             kai("kai-podgrouper"), "--leader-elect=false", f"--scheduler-name={KAI_SCHEDULER_NAME}",
             f"--metrics-bind-address=127.0.0.1:{ports.kai_podgrouper_metrics}",
