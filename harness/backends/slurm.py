@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from harness.backends.base import (BORROWING, CONTROLLER_RESTART, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE,
-                                   QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities,
-                                   Controllers, Monitoring, PreemptionCounter, WaitHistogram)
+from harness.backends.base import (BORROWING, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE, QUEUE_QUOTA,
+                                   RANKED_FAIR_SHARE, RETRY_POLICY, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers,
+                                   Monitoring, PreemptionCounter, WaitHistogram)
 from harness.jobs.model import GangJob, JobStatus
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.errors import ConfigError, HarnessError

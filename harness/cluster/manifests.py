@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import traceback
-from pathlib import Path
 from typing import Any
 
 import jinja2

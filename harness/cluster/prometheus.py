@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit

@@ -12,7 +12,7 @@ from harness.jobs.model import GangJob, job_of
 from harness.config.profile import Profile, Tenant
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from harness.core.timeline import Timeline, pods_over_time, MEMBER_KIND
+from harness.core.timeline import Timeline, pods_over_time
 from harness.cluster.tracker import Objects
 from harness.jobs.system import JobSystem
 
