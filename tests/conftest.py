@@ -39,9 +39,10 @@ def core(sim_api: client.ApiClient) -> client.CoreV1Api:
 
 # The longest files first (seconds measured in one `make test`, 2026-12-03), so the workers finish together:
 # pytest-xdist hands out whole files (--dist loadfile) in collection order.
-LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_governance.py", "tests/sim/test_faults.py",
+LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scenarios.py",
+                 "tests/suites/test_governance.py", "tests/sim/test_faults.py",
                  "tests/suites/test_training_sensitivity.py", "tests/suites/test_inference.py",
-                 "tests/sim/test_schedulers.py", "tests/suites/test_training_scenarios.py", "tests/suites/test_scale.py")
+                 "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
 
 
 @pytest.hookimpl(trylast=True)
