@@ -1,6 +1,7 @@
 """Scale benchmark on the sim: the scale suite's scenario (harness/scenarios/scale.py) on one backend, printed:
-admissions per second, admission latency against queue depth, time to drain, Jain's index, the scheduler's and the API server's CPU
-and memory, and whether the harness keeps up (its peak resident memory, its API requests per job as M grows).
+admissions per second, admission latency against queue depth, time to drain, Jain's index, the scheduler's and the
+API server's CPU and memory, and whether the harness keeps up (its peak resident memory, its API requests per job
+as M grows).
 
 Run (the sim up with the backend under test, e.g. `gpupoc sim up --schedulers kueue`):
     python bench/scale.py --backend kueue                       # the profile's size: 1,000 nodes x 10,000 jobs

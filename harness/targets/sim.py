@@ -27,12 +27,14 @@ from harness.sim.slurm import daemons as _slurm
 from harness.sim.versions import Pins, load_pins
 
 __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUCT", "DEFAULT_GPUS_PER_NODE",
-           "DEFAULT_NODES", "GpuSpec", "Pins", "SCHEDULERS_ENV", "SimConfig", "add_nodes", "api_client", "audit_log", "build",
-           "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns", "down",
-           "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up", "kube_proxy_metrics_port",
-           "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env", "prometheus_url", "remove_nodes", "restart_component", "running_components",
-           "simulated_node_names", "slurm_apply_reference_model", "slurm_ranking_from_zero", "slurm_site",
-           "start_component", "started_with_extra_args", "status", "stop_component", "up", "wait_nodes_ready"]
+           "DEFAULT_NODES", "GpuSpec", "Pins", "SCHEDULERS_ENV", "SimConfig", "add_nodes", "api_client", "audit_log",
+           "build", "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns",
+           "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
+           "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
+           "prometheus_url", "remove_nodes", "restart_component", "simulated_node_names",
+           "slurm_apply_reference_model", "slurm_ranking_from_zero", "slurm_site", "start_component",
+           "started_with_extra_args", "status", "stop_component", "up", "wait_nodes_ready"]
+
 
 def is_the_sim(api: client.ApiClient) -> bool:
     """Whether `api` talks to this user's running sim."""
