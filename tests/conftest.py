@@ -13,8 +13,9 @@ from harness.targets.target import Target
 # `make test` runs its files on pytest-xdist workers at once (Makefile: TEST_WORKERS). The first worker uses the
 # sim as usual; each other worker gets a sim of its own (its own state directory and port range, the build shared),
 # so a test that restarts a scheduler, injects a fault or misconfigures the cluster disturbs no other worker's tests.
-# 29000 is the default base; 30000 and 31000 are the second sims of tests/sim/test_lifecycle.py and bench/.
-WORKER_PORT_BASES = {"gw1": 32000, "gw2": 33000, "gw3": 34000}
+# 29000 is the default base; 30000 and 31000 are the second sims of tests/sim/test_lifecycle.py and bench/. Every
+# range ends below 32768, where Linux starts handing out ephemeral ports to outgoing connections.
+WORKER_PORT_BASES = {"gw1": 32000, "gw2": 28000, "gw3": 27000}
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if WORKER and WORKER != "gw0":
     if WORKER not in WORKER_PORT_BASES:

@@ -58,6 +58,8 @@ def test_up_twice_changes_nothing_and_down_leaves_no_process_or_listener(second_
 def test_port_in_use_is_named_with_its_owner(second_sim: dict[str, str]) -> None:
     apiserver_port = PORT_BASE + 443
     with socket.socket() as blocker:
+        # The previous test's API server leaves TIME_WAIT sockets on this port; they do not count as in use.
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         blocker.bind(("127.0.0.1", apiserver_port))
         blocker.listen()
         result = gpupoc(second_sim, "sim", "up", "--nodes", "1", "--schedulers", "none")
