@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from harness import backends as backend_registry
+from harness.cli import side_by_side
 from harness.cli.common import EXIT_USAGE, PYTEST_USAGE_ERROR, OneLineParser, config_of, target_flags
 from harness.cluster.prometheus import Prometheus
 from harness.config.options import OPTIONS, RunConfig
@@ -28,6 +29,9 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     run_cmd = commands.add_parser("run", help="run the suites (pytest on suites/); extra arguments go to pytest")
     target_flags(run_cmd)
     run_cmd.add_argument("--repeat", type=int, default=1, help="run the suites K times, then compare the runs")
+    run_cmd.add_argument("--side-by-side", nargs="?", const=side_by_side.DEFAULT_PARTS, default=None, metavar="PARTS",
+                         help="on the sim: groups of backends at once, each on a sim of its own, one record "
+                              f"(default groups: {side_by_side.DEFAULT_PARTS})")
     run_cmd.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
     compare_cmd = commands.add_parser("compare", help="compare runs: one HTML page from several record.json")
     compare_cmd.add_argument("records", nargs="+", type=Path)
@@ -46,11 +50,16 @@ def run_suites(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, got {args.repeat}")
     cfg = config_of(args)  # bad input ends here, before pytest starts
-    if not (cfg.targets_sim and not the_sim.is_up()):  # else the run starts the sim: nothing to ask yet
-        refuse_bad_references(args, cfg, connect(cfg))
     passthrough = [a for a in args.pytest_args if a != "--"]
     chosen = [a for a in passthrough if not a.startswith("-") and (REPO_ROOT / a.split("::")[0]).exists()]
     tests = [] if chosen else [str(REPO_ROOT / "suites")]  # `-- suites/training/x.py`: those, not every suite
+    if args.side_by_side:
+        if args.repeat != 1:
+            raise ConfigError("--side-by-side runs once; leave --repeat out")
+        return side_by_side.run(cfg, {name: getattr(args, name) for name in OPTIONS}, args.side_by_side, passthrough,
+                                tests)
+    if not (cfg.targets_sim and not the_sim.is_up()):  # else the run starts the sim: nothing to ask yet
+        refuse_bad_references(args, cfg, connect(cfg))
     options = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in OPTIONS
                if getattr(args, name) and name != "run_id"]
     base = args.run_id or uuid.uuid4().hex[:8]

@@ -12,9 +12,9 @@ import yaml
 from harness.record.charts import evidence_charts
 from harness.record.model import Record, Result
 from harness.record.operations import failure_signs
-from harness.record.verdict import SEVERITY, environment_line, verdicts, worst
+from harness.record.verdict import SEVERITY, environment_line, title, verdicts, worst
 
-__all__ = ["SEVERITY", "worst", "short", "label", "sections"]
+__all__ = ["SEVERITY", "worst", "short", "label", "sections", "page"]
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           autoescape=True, undefined=jinja2.StrictUndefined)
 
@@ -47,3 +47,8 @@ def sections(record: Record) -> str:
     return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
                            label=label, verdicts=verdicts(record), environment=environment_line(record),
                            signs=signs, as_yaml=as_yaml, charts=lambda e: evidence_charts(e))
+
+
+def page(record: Record) -> str:
+    """The record as a page of its own (a run assembled from parts: no pytest-html page holds it)."""
+    return _ENV.get_template("page.html.j2").render(title=title(record), sections=sections(record))

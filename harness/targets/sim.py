@@ -20,14 +20,14 @@ from harness.sim.cluster import (api_client, component_argv, component_names, co
                                  restart_component, running_components, start_component, started_with_extra_args,
                                  status, stop_component, up)
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
-                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, SCHEDULERS_ENV, GpuSpec, SimConfig,
+                                DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, PORT_BASE_ENV, SCHEDULERS_ENV, GpuSpec, SimConfig,
                                 parse_schedulers, ports_from_env, schedulers_from_env)
 from harness.sim.nodes import add_nodes, remove_nodes, simulated_node_names, wait_nodes_ready
 from harness.sim.slurm import daemons as _slurm
 from harness.sim.versions import Pins, load_pins
 
 __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUCT", "DEFAULT_GPUS_PER_NODE",
-           "DEFAULT_NODES", "GpuSpec", "Pins", "SCHEDULERS_ENV", "SimConfig", "add_nodes", "api_client", "audit_log",
+           "DEFAULT_NODES", "GpuSpec", "Pins", "PORT_BASE_ENV", "SCHEDULERS_ENV", "SimConfig", "add_nodes", "api_client", "audit_log",
            "build", "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns",
            "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",

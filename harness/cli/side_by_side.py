@@ -1,0 +1,190 @@
+"""`gpupoc run --side-by-side`: the backends in parts at once, each part on a sim of its own, one record.
+
+A backend's cases need only its own scheduler and GPUs, and most of their time is waiting, so groups of backends
+that share nothing run at the same time: each part is an ordinary run (`pytest suites --backends GROUP`) against
+its own sim (its own state directory, port range, API server, scheduler and nodes; the build shared). What the
+parts share is the host's CPUs. The parts' records are merged into the run's record (harness/record/merge.py); each
+part's pytest-html page, with every case's log, stays in `reports/RUN/parts/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import backends as backend_registry
+from harness.cluster.rbac import REQUESTS_FILE
+from harness.config.options import RunConfig
+from harness.core.errors import ConfigError
+from harness.core.paths import REPO_ROOT, build_root, gpupoc_home
+from harness.record.merge import merge
+from harness.record.model import load_record
+from harness.record.render import page
+from harness.targets.sim import PORT_BASE_ENV, SCHEDULERS_ENV
+
+# Balanced by the case bodies' time measured one backend after another (2026-12-03: Kueue 194 s, Volcano 193 s,
+# default 182 s, KAI 153 s, Slurm 92 s, KubeRay 9 s).
+DEFAULT_PARTS = "kueue+kuberay,volcano,kai+slurm,default"
+# Port ranges of the parts' sims: below the default sim's (29000), the second sims of tests and bench/ (30000,
+# 31000), make test's workers (32000, 28000, 27000) and Linux's ephemeral ports (32768 and up).
+PART_PORT_BASES = (26000, 25000, 24000, 23000, 22000, 21000)
+UP_TIMEOUT_S = 300
+RUN_ID_MAX = 40
+# the run options a part does not take from the command line: it has its own
+OWN_OPTIONS = ("run_id", "reports_dir", "backends")
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    backends: tuple[str, ...]
+    port_base: int
+    run_id: str
+
+    @property
+    def schedulers(self) -> str:
+        return ",".join(b for b in self.backends if b != "default") or "none"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "GPUPOC_HOME": str(gpupoc_home() / "parts" / self.name),
+                "GPUPOC_BUILD_HOME": str(build_root()), PORT_BASE_ENV: str(self.port_base),
+                SCHEDULERS_ENV: self.schedulers}
+
+
+def plan(spec: str, run_id: str) -> list[Part]:
+    """The parts of `--side-by-side kueue+kuberay,volcano,...`: each backend in one part at most."""
+    groups = [tuple(b.strip() for b in group.split("+") if b.strip()) for group in spec.split(",") if group.strip()]
+    named = [b for g in groups for b in g]
+    unknown = sorted(set(named) - set(backend_registry.ALL))
+    if unknown:
+        raise ConfigError(f"--side-by-side {spec}: unknown backend(s) {', '.join(unknown)}; "
+                          f"choose from {', '.join(backend_registry.ALL)}")
+    twice = sorted({b for b in named if named.count(b) > 1})
+    if twice:
+        raise ConfigError(f"--side-by-side {spec}: {', '.join(twice)} in more than one part")
+    if not 1 <= len(groups) <= len(PART_PORT_BASES):
+        raise ConfigError(f"--side-by-side {spec}: 1 to {len(PART_PORT_BASES)} parts, got {len(groups)}")
+    parts = [Part("-".join(g), g, base, f"{run_id}-{'-'.join(g)}") for g, base in zip(groups, PART_PORT_BASES)]
+    long = [p.run_id for p in parts if len(p.run_id) > RUN_ID_MAX]
+    if long:
+        raise ConfigError(f"--run-id {run_id}: a part's run id ({long[0]}) would be over {RUN_ID_MAX} characters; "
+                          "give a shorter run id")
+    return parts
+
+
+def _say(part: Part, line: str) -> None:
+    print(f"[{part.name}] {line}", flush=True)
+
+
+def _cli(part: Part, *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], env=part.env(), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+def _bring_up(part: Part, started: list[Part], problems: dict[str, str]) -> None:
+    t0 = time.monotonic()
+    if _cli(part, "sim", "status", timeout_s=60).returncode == 0:
+        _say(part, f"its sim is up already (port base {part.port_base}): using it")
+        return
+    result = _cli(part, "sim", "up", "--schedulers", part.schedulers, timeout_s=UP_TIMEOUT_S)
+    if result.returncode != 0:
+        last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
+        problems[part.name] = f"its sim did not start: {last[0]}"
+        return
+    started.append(part)
+    _say(part, f"sim up in {time.monotonic() - t0:.1f} s (schedulers {part.schedulers}, port base {part.port_base})")
+
+
+@contextmanager
+def sims(parts: list[Part]) -> Iterator[None]:
+    """Every part's sim up (at once) for the duration; those started here are stopped afterwards."""
+    started: list[Part] = []
+    problems: dict[str, str] = {}
+    try:
+        _all_at_once([lambda p=p: _bring_up(p, started, problems) for p in parts])
+        if problems:
+            raise ConfigError("; ".join(f"part {name}: {why}" for name, why in problems.items()))
+        yield
+    finally:
+        _all_at_once([lambda p=p: _cli(p, "sim", "down", timeout_s=UP_TIMEOUT_S) for p in started])
+
+
+def _all_at_once(calls: list[object]) -> None:
+    threads = [threading.Thread(target=call, daemon=True) for call in calls]  # type: ignore[arg-type]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _run_part(part: Part, argv: list[str], log: Path, codes: dict[str, int]) -> None:
+    """The part's pytest, its output to the terminal (each line named by the part) and to its log."""
+    t0 = time.monotonic()
+    with log.open("w") as out, subprocess.Popen(argv, env=part.env(), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                                stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            _say(part, line.rstrip("\n"))
+        codes[part.name] = proc.wait()
+    _say(part, f"done in {time.monotonic() - t0:.0f} s (pytest exit {codes[part.name]})")
+
+
+def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: list[str], tests: list[str]) -> int:
+    """Every part at once; then the run's record, requests and page from the parts'. The worst part's exit code."""
+    if not cfg.targets_sim:
+        raise ConfigError("--side-by-side runs each part on a sim of its own; a cluster runs its backends one after "
+                          "another (leave --side-by-side out)")
+    if option_args.get("backends"):
+        raise ConfigError("--side-by-side names the backends of each part; leave --backends out")
+    parts = plan(spec, cfg.run_id)
+    folder = cfg.reports_dir / cfg.run_id
+    (folder / "parts").mkdir(parents=True, exist_ok=True)
+    options = [f"--{name.replace('_', '-')}={value}" for name, value in option_args.items()
+               if value and name not in OWN_OPTIONS]
+    codes: dict[str, int] = {}
+    t0 = time.monotonic()
+    print(f"gpupoc: {len(parts)} parts side by side: " + "; ".join(
+        f"{p.name} (port base {p.port_base})" for p in parts), flush=True)
+    with sims(parts):
+        up_s = time.monotonic() - t0
+        _all_at_once([lambda p=p: _run_part(
+            p, [sys.executable, "-m", "pytest", *tests, f"--run-id={p.run_id}",
+                f"--reports-dir={folder / 'parts'}", f"--backends={','.join(p.backends)}", *options, *passthrough],
+            folder / "parts" / f"{p.run_id}.log", codes) for p in parts])
+        suites_s = time.monotonic() - t0 - up_s
+    print(f"gpupoc: sims up in {up_s:.0f} s; the parts' suites in {suites_s:.0f} s (wall, all at once)", flush=True)
+    write_record(cfg.run_id, folder, parts)
+    return max(codes.values(), default=2)
+
+
+def write_record(run_id: str, folder: Path, parts: list[Part]) -> Path:
+    """record.json, record.html and requests.json of the run, from those of its parts."""
+    found = [(p.name, p) for p in parts if (folder / "parts" / p.run_id / "record.json").exists()]
+    missing = [p.name for p in parts if (p.name, p) not in found]
+    if missing:
+        print(f"gpupoc: no record from part(s) {', '.join(missing)}: see reports/{run_id}/parts/*.log",
+              file=sys.stderr)
+    if not found:
+        raise ConfigError(f"no part of run {run_id} wrote a record")
+    record = merge(run_id, [(name, load_record(folder / "parts" / p.run_id / "record.json")) for name, p in found])
+    record.write(folder / "record.json")
+    (folder / "record.html").write_text(page(record))
+    requests = {json.dumps(r, sort_keys=True) for _, p in found
+                for r in _requests(folder / "parts" / p.run_id / REQUESTS_FILE)}
+    (folder / REQUESTS_FILE).write_text(json.dumps([json.loads(r) for r in sorted(requests)], indent=1) + "\n")
+    print(f"gpupoc: acceptance record: {folder / 'record.html'} (JSON: {folder / 'record.json'})")
+    return folder / "record.json"
+
+
+def _requests(path: Path) -> list[dict[str, object]]:
+    return json.loads(path.read_text()) if path.exists() else []
+
