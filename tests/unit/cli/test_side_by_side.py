@@ -1,0 +1,35 @@
+"""The parts of `gpupoc run --side-by-side` (harness/cli/side_by_side.py): what a spec means, what it refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli.side_by_side import DEFAULT_PARTS, PART_PORT_BASES, plan
+from harness.core.errors import ConfigError
+
+
+def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() -> None:
+    parts = plan(DEFAULT_PARTS, "poc-20261203-120000")
+    assert sorted(b for p in parts for b in p.backends) == sorted(["default", "kai", "kuberay", "kueue", "slurm",
+                                                                   "volcano"])
+    assert len({p.port_base for p in parts}) == len(parts) and all(b + 700 < 29000 for b in PART_PORT_BASES)
+    kai_slurm = next(p for p in parts if "kai" in p.backends)
+    assert kai_slurm.schedulers == "kai,slurm" and kai_slurm.run_id == "poc-20261203-120000-kai-slurm"
+    assert plan("kueue,default", "r")[1].schedulers == "none"
+    env = kai_slurm.env()
+    assert env["GPUPOC_HOME"].endswith("parts/kai-slurm") and env["GPUPOC_SIM_PORT_BASE"] == str(kai_slurm.port_base)
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("kueue+ray", r"unknown backend\(s\) ray"),
+    ("kueue,volcano+kueue", "kueue in more than one part"),
+    (",".join(["kueue", "volcano", "kuberay", "kai", "default", "slurm", "kueue"]), "kueue in more than one part"),
+])
+def test_a_bad_spec_is_one_line(spec: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        plan(spec, "r")
+
+
+def test_a_run_id_too_long_for_its_parts_is_refused() -> None:
+    with pytest.raises(ConfigError, match="over 40 characters"):
+        plan("kueue+kuberay", "a" * 30)
