@@ -53,8 +53,11 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     starts = {**per_pod(newest.format("kube_pod_start_time", selector, span)),
               **per_pod(newest.format("kube_pod_container_state_started", selector, span))}
     completed = per_pod(newest.format("kube_pod_completion_time", selector, span))
-    running = per_pod(f'max by (namespace, pod) (max_over_time(timestamp(kube_pod_status_phase{{phase="Running", '
-                      f'{selector}}} == 1)[{span}:{STEP_S}s]))')
+    # timestamp() of a bare selector is the scrape's time; of any other expression it is the evaluation's, which
+    # would stretch a deleted pod to the step after its last scrape and on until its series went stale
+    phase = f'kube_pod_status_phase{{phase="Running", {selector}}}'
+    running = per_pod(f"max by (namespace, pod) (max_over_time((timestamp({phase}) and ({phase} == 1))"
+                      f"[{span}:{STEP_S}s]))")
     api_seconds = {h.pod: h.gpu_seconds for h in held}
     seconds_of: dict[str, float] = {}
     uncertain_of: dict[str, list[float]] = {}

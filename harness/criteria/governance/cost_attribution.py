@@ -57,13 +57,15 @@ class PodSeries:
 
 
 def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float) -> tuple[float, float]:
-    """Pure: (GPU-seconds of a pod inside the window, up to how much they may be off). From its container's start to
-    its completion where kube-state-metrics reported one (exact); else to the last scrape that saw it Running, off
-    by up to a scrape (it ended before the next one; a busy exporter may report it a little late)."""
+    """Pure: (GPU-seconds of a pod inside the window, the width of the range they lie in). From its container's
+    start to its completion where kube-state-metrics reported one (exact); else it ended between the last scrape
+    that saw it Running and the next scrape: counted to the middle of that scrape interval, off by up to half of it
+    either way (counted to the last scrape, every such pod would be short by half a scrape on average, and a sum
+    of many would be biased beyond its resolution)."""
     if pod.start is None or pod.last_running is None:
         return 0.0, 0.0  # never started, or never seen running
     ends = [pod.completed] if pod.completed is not None else []
-    end = min(ends) if ends else pod.last_running
+    end = min(ends) if ends else pod.last_running + scrape_s / 2
     lo, hi = max(pod.start, window[0]), min(max(end, pod.start), window[1])
     if hi <= lo:
         return 0.0, 0.0
@@ -72,8 +74,8 @@ def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float
 
 def combined(uncertainties: list[float], sigmas: float = 3.0, ends: int = 1) -> float:
     """Pure: the resolution of a sum of pods' GPU-seconds, each off by up to its own `u` (an end known only to a
-    scrape: uniform over [0, u); `ends` such ends per pod): independent errors add in quadrature, and the sum is
-    allowed `sigmas` standard deviations."""
+    scrape: uniform over a range of width u around the count; `ends` such ends per pod): independent errors add in
+    quadrature, and the sum is allowed `sigmas` standard deviations."""
     return float(sigmas * (sum(u * u for u in uncertainties) * ends / 12) ** 0.5)
 
 

@@ -104,9 +104,9 @@ def test_monitoring_states_a_counter_before_its_first_event_is_not_checked_never
     assert coverage.staleness(found, 100.0) == 10.0
 
 
-def test_a_pod_without_an_exact_end_counts_to_its_last_scrape_seen_running_uncertain_by_a_scrape() -> None:
+def test_a_pod_without_an_exact_end_counts_to_half_a_scrape_after_its_last_scrape_seen_running() -> None:
     pod = cost.PodSeries(8, start=100.0, completed=None, last_running=112.0)
-    assert cost.pod_gpu_seconds(pod, (0.0, 1000.0), 5.0) == (96.0, 40.0)
+    assert cost.pod_gpu_seconds(pod, (0.0, 1000.0), 5.0) == (116.0, 40.0)  # to the middle of the next scrape
     exact = cost.PodSeries(8, start=100.0, completed=110.0, last_running=112.0)
     assert cost.pod_gpu_seconds(exact, (0.0, 1000.0), 5.0) == (80.0, 0.0)
     assert cost.pod_gpu_seconds(pod, (105.0, 108.0), 5.0)[0] == 24.0  # clipped to the window
