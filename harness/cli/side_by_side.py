@@ -31,9 +31,10 @@ from harness.record.render import page
 from harness.targets.sim import PORT_BASE_ENV, SCHEDULERS_ENV
 
 # Balanced by the case bodies' time measured one backend after another (2026-12-03: Kueue 194 s, Volcano 193 s,
-# default 182 s, KAI 153 s, Slurm 92 s, KubeRay 9 s; each part adds about 100 s of its own). The default backend
-# shares a part with a scheduler: a sim runs kube-state-metrics, which its monitoring case reads, only beside one.
-DEFAULT_PARTS = "kueue,volcano,kai+slurm,kuberay+default"
+# default 182 s, KAI 153 s, Slurm 92 s, KubeRay 9 s; each part adds about 100 s of its own). KubeRay goes with
+# Kueue, which queues its RayJobs; the default backend shares a part with a scheduler, as a sim runs
+# kube-state-metrics (which its monitoring case reads) only beside one.
+DEFAULT_PARTS = "kueue+kuberay,volcano,kai,slurm+default"
 # Port ranges of the parts' sims: below the default sim's (29000), the second sims of tests and bench/ (30000,
 # 31000), make test's workers (32000, 28000, 27000) and Linux's ephemeral ports (32768 and up).
 PART_PORT_BASES = (26000, 25000, 24000, 23000, 22000, 21000)
@@ -71,6 +72,12 @@ def plan(spec: str, run_id: str) -> list[Part]:
     twice = sorted({b for b in named if named.count(b) > 1})
     if twice:
         raise ConfigError(f"--side-by-side {spec}: {', '.join(twice)} in more than one part")
+    for group in groups:
+        for name in group:
+            queued_by = getattr(backend_registry.ALL[name], "queued_by", None)
+            if queued_by and queued_by not in group:
+                raise ConfigError(f"--side-by-side {spec}: {name} needs {queued_by} in its part ({queued_by} "
+                                  f"queues its jobs); write {'+'.join(group)}+{queued_by}")
     if not 1 <= len(groups) <= len(PART_PORT_BASES):
         raise ConfigError(f"--side-by-side {spec}: 1 to {len(PART_PORT_BASES)} parts, got {len(groups)}")
     parts = [Part("-".join(g), g, base, f"{run_id}-{'-'.join(g)}") for g, base in zip(groups, PART_PORT_BASES)]

@@ -13,16 +13,17 @@ def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() ->
     assert sorted(b for p in parts for b in p.backends) == sorted(["default", "kai", "kuberay", "kueue", "slurm",
                                                                    "volcano"])
     assert len({p.port_base for p in parts}) == len(parts) and all(b + 700 < 29000 for b in PART_PORT_BASES)
-    kai_slurm = next(p for p in parts if "kai" in p.backends)
-    assert kai_slurm.schedulers == "kai,slurm" and kai_slurm.run_id == "poc-20261203-120000-kai-slurm"
+    slurm = next(p for p in parts if "slurm" in p.backends)
+    assert slurm.schedulers == "slurm" and slurm.run_id == "poc-20261203-120000-slurm-default"
     assert plan("kueue,default", "r")[1].schedulers == "none"
-    env = kai_slurm.env()
-    assert env["GPUPOC_HOME"].endswith("parts/kai-slurm") and env["GPUPOC_SIM_PORT_BASE"] == str(kai_slurm.port_base)
+    env = slurm.env()
+    assert env["GPUPOC_HOME"].endswith("parts/slurm-default") and env["GPUPOC_SIM_PORT_BASE"] == str(slurm.port_base)
 
 
 @pytest.mark.parametrize(("spec", "says"), [
     ("kueue+ray", r"unknown backend\(s\) ray"),
     ("kueue,volcano+kueue", "kueue in more than one part"),
+    ("kueue,kuberay+default", "kuberay needs kueue in its part"),
     (",".join(["kueue", "volcano", "kuberay", "kai", "default", "slurm", "kueue"]), "kueue in more than one part"),
 ])
 def test_a_bad_spec_is_one_line(spec: str, says: str) -> None:
