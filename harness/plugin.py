@@ -91,9 +91,16 @@ SCALE_NOT_RUN = ("not run: the scale suite runs when asked (gpupoc run --scale o
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked gpupoc_last (audit: over everything the run submitted) run after all others, and before them the
-    cases of a backend with a head start (harness/run/headstart.py); the scale suite's cases are SKIP "not run" unless
-    asked for (a flag, or its path named)."""
+    """Cases pinned to a backend that --backends leaves out are deselected; tests marked gpupoc_last (audit: over
+    everything the run submitted) run after all others, and before them the cases of a backend with a head start
+    (harness/run/headstart.py); the scale suite's cases are SKIP "not run" unless asked for (a flag, or its path
+    named)."""
+    chosen = run_config(config).backends
+    pinned_elsewhere = [i for i in items if i.nodeid.startswith("suites/") and getattr(i, "callspec", None)
+                        and i.callspec.params.get("backend", chosen[0]) not in chosen]
+    if pinned_elsewhere:  # a case pinned to a backend (`parametrize("backend", ["default"])`) that --backends leaves out
+        config.hook.pytest_deselected(items=pinned_elsewhere)
+        items[:] = [i for i in items if i not in pinned_elsewhere]
     kind = "sim" if run_config(config).targets_sim else "kubeconfig"
     config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, kind)
     items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, kind))
