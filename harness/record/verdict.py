@@ -107,6 +107,12 @@ def environment_line(record: Record) -> str:
     """Target, Kubernetes version, GPU model × count, driver: the environment in one line."""
     target = record.target or {}
     where = f"{target.get('kind', '?')} (context {target.get('context', '?')}, {target.get('api_url', '?')})"
+    parts = target.get("parts") or []
+    if parts:  # side by side (record/merge.py): the same nodes in each part's cluster
+        where = f"{len(parts)} {target.get('kind', '?')} clusters side by side"
+        first = [n for n in record.nodes if str(n.get("node", "")).startswith(f"{parts[0]['name']}: ")]
+        return (f"{where} · Kubernetes {target.get('kubernetes_version', '?')} · each: "
+                f"{gpu_summary(first or record.nodes)}")
     return f"{where} · Kubernetes {target.get('kubernetes_version', '?')} · {gpu_summary(record.nodes)}"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.record.merge import merge
 from harness.record.model import Record, Result, load_record
 from harness.record.render import page
+from harness.record.verdict import environment_line
 
 RECORD = Path(__file__).parents[2] / "fixtures" / "records" / "gang-schema3.json"
 
@@ -44,3 +45,6 @@ def test_merged_record_is_a_page_naming_its_parts() -> None:
     html = page(merged)
     assert html.startswith("<!DOCTYPE html>") and "gpupoc run r on" in html
     assert "2 parts at once" in html and 'href="parts/r-volcano/record.html"' in html
+    one = len([n for n in merged.nodes if n["node"].startswith("kueue: ")])
+    assert one and "2 sim clusters side by side · Kubernetes" in environment_line(merged)
+    assert f"each: {sum(n['count'] for n in merged.nodes[:one])} × " in environment_line(merged)
