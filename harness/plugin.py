@@ -96,8 +96,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     (harness/run/headstart.py); the scale suite's cases are SKIP "not run" unless asked for (a flag, or its path
     named)."""
     chosen = run_config(config).backends
-    pinned_elsewhere = [i for i in items if i.nodeid.startswith("suites/") and getattr(i, "callspec", None)
-                        and i.callspec.params.get("backend", chosen[0]) not in chosen]
+    pinned_elsewhere = [i for i in items if i.nodeid.startswith("suites/") and getattr(
+        getattr(i, "callspec", None), "params", {}).get("backend", chosen[0]) not in chosen]
     if pinned_elsewhere:  # a case pinned to a backend (`parametrize("backend", ["default"])`) that --backends leaves out
         config.hook.pytest_deselected(items=pinned_elsewhere)
         items[:] = [i for i in items if i not in pinned_elsewhere]

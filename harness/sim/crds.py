@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
-from harness.cluster.apply import apply_objects
-from harness.core.errors import BuildError
-from harness.cluster.wait import wait_for_set
+from harness.cluster.apply import FIELD_MANAGER
+from harness.cluster.wait import poll
+from harness.core.errors import BuildError, WaitTimeout
 
 ESTABLISHED_TIMEOUT_S = 60.0
+APPLY_WORKERS = 8
+DISCOVERY_POLL_S = 0.2
 
 
 def module_dir(module: str, version: str, cwd: Path) -> Path:
@@ -39,23 +42,56 @@ def load_documents(directory: Path, pattern: str = "*.yaml") -> list[dict[str, A
     return docs
 
 
-def is_established(crd: dict[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+def cached_documents(module: str, version: str, sub: str, build_root: Path) -> list[dict[str, Any]]:
+    """The CRDs under `sub` of a pinned module, parsed once into a JSON file beside the build: a module version's
+    files never change, and reading megabytes of YAML (and asking `go` where the module is) cost `sim up` seconds."""
+    cache = build_root / "crds" / f"{module.replace('/', '_')}@{version}_{sub.replace('/', '_')}.json"
+    try:
+        return list(json.loads(cache.read_text()))
+    except (OSError, ValueError):
+        pass
+    docs = load_documents(module_dir(module, version, build_root) / sub)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(docs))
+    partial.replace(cache)  # whole or not at all: two sims starting at once may both write it
+    return docs
+
+
+def served(api: client.ApiClient, crds: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(group, version, plural) of the CRDs' served versions that discovery lists: a CRD is listed once it is
+    Established, and discovery is what a controller's REST mapper reads."""
+    wanted = {(c["spec"]["group"], v["name"]) for c in crds for v in c["spec"]["versions"] if v.get("served")}
+    objects = client.CustomObjectsApi(api)
+    found: set[tuple[str, str, str]] = set()
+    for group, version in wanted:
+        try:
+            found |= {(group, version, r.name) for r in objects.get_api_resources(group, version).resources}
+        except client.ApiException as exc:
+            if exc.status != 404:  # not served yet
+                raise
+    return found
 
 
 def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], timeout_s: float = ESTABLISHED_TIMEOUT_S) -> None:
-    """Apply server-side, then one watch over all CRDs until every one applied is Established.
+    """Apply server-side, all at once (the API server compiles their schemas and validation rules on every core),
+    then poll discovery (a few small documents) until every served version of every CRD is listed.
 
-    Read through the dynamic client: the typed client's models of these large schemas are slow to build.
+    The answers are not parsed: the typed and dynamic clients' models of these large schemas take seconds to build.
     """
-    apply_objects(api, crds)
-    wanted = {c["metadata"]["name"] for c in crds}
-    resource = DynamicClient(api).resources.get(api_version="apiextensions.k8s.io/v1",
-                                                kind="CustomResourceDefinition")
+    extensions = client.ApiextensionsV1Api(api)
 
-    def missing(seen: dict[str, Any]) -> set[str]:
-        return {n for n in wanted if n not in seen or not is_established(seen[n].to_dict())}
+    def apply(crd: dict[str, Any]) -> None:
+        answer = extensions.patch_custom_resource_definition(
+            crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER, force=True,
+            _content_type="application/apply-patch+yaml", _preload_content=False)
+        answer.read()  # the connection goes back to the pool once the body is read
 
-    wait_for_set(resource.get, "CRDs Established", lambda seen: not missing(seen), timeout_s=timeout_s,
-                 describe=lambda seen: f"not Established: {sorted(missing(seen))}")
+    with ThreadPoolExecutor(max_workers=APPLY_WORKERS) as pool:
+        list(pool.map(apply, crds))
+    wanted = {(c["spec"]["group"], v["name"], c["spec"]["names"]["plural"])
+              for c in crds for v in c["spec"]["versions"] if v.get("served")}
+    found = poll(lambda: served(api, crds), lambda seen: wanted <= seen, timeout_s, poll_s=DISCOVERY_POLL_S)
+    if not wanted <= found:
+        missing = sorted(f"{plural}.{group}/{version}" for group, version, plural in wanted - found)
+        raise WaitTimeout(f"CRDs Established: not served after {timeout_s:.0f}s: {', '.join(missing)}")

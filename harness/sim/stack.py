@@ -234,7 +234,7 @@ def install_crds(api: client.ApiClient, schedulers: tuple[str, ...]) -> None:
     for scheduler in schedulers:
         if scheduler in sources:
             module, version, sub = sources[scheduler]
-            docs += crds.load_documents(_module_dir(module, version) / sub)
+            docs += crds.cached_documents(module, version, sub, paths.build_root())
     crds.apply_crds(api, docs)
 
 

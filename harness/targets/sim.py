@@ -27,7 +27,8 @@ from harness.sim.slurm import daemons as _slurm
 from harness.sim.versions import Pins, load_pins
 
 __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUCT", "DEFAULT_GPUS_PER_NODE",
-           "DEFAULT_NODES", "GpuSpec", "Pins", "PORT_BASE_ENV", "SCHEDULERS_ENV", "SimConfig", "add_nodes", "api_client", "audit_log",
+           "DEFAULT_NODES", "GpuSpec", "Pins", "PORT_BASE_ENV", "SCHEDULERS_ENV", "SimConfig", "add_nodes",
+           "api_client", "audit_log",
            "build", "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns",
            "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
