@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import backends as backend_registry
 from harness.cluster.rbac import REQUESTS_FILE
+from harness.cli.common import EXIT_USAGE, PYTEST_USAGE_ERROR
 from harness.config.options import RunConfig
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, SimError
 from harness.core.paths import REPO_ROOT, build_root, gpupoc_home
 from harness.record.merge import merge
 from harness.record.model import load_record
@@ -42,6 +45,7 @@ UP_TIMEOUT_S = 300
 RUN_ID_MAX = 40
 # the run options a part does not take from the command line: it has its own
 OWN_OPTIONS = ("run_id", "reports_dir", "backends")
+EXIT_BROKEN = 2  # as pytest's "interrupted": the run itself broke
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def plan(spec: str, run_id: str) -> list[Part]:
             queued_by = getattr(backend_registry.ALL[name], "queued_by", None)
             if queued_by and queued_by not in group:
                 raise ConfigError(f"--side-by-side {spec}: {name} needs {queued_by} in its part ({queued_by} "
-                                  f"queues its jobs); write {'+'.join(group)}+{queued_by}")
+                                  f"queues its jobs); put {name} in {queued_by}'s part")
     if not 1 <= len(groups) <= len(PART_PORT_BASES):
         raise ConfigError(f"--side-by-side {spec}: 1 to {len(PART_PORT_BASES)} parts, got {len(groups)}")
     parts = [Part("-".join(g), g, base, f"{run_id}-{'-'.join(g)}") for g, base in zip(groups, PART_PORT_BASES)]
@@ -97,53 +101,112 @@ def _cli(part: Part, *args: str, timeout_s: float) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout_s)
 
 
-def _bring_up(part: Part, started: list[Part], problems: dict[str, str]) -> None:
+def _down_hint(part: Part) -> str:
+    return f"GPUPOC_HOME={part.env()['GPUPOC_HOME']} {PORT_BASE_ENV}={part.port_base} gpupoc sim down"
+
+
+def _bring_up(part: Part, folder: Path, started: list[Part], problems: dict[str, str]) -> None:
     t0 = time.monotonic()
+    state = Path(part.env()["GPUPOC_HOME"]) / "sim" / "state.json"
     if _cli(part, "sim", "status", timeout_s=60).returncode == 0:
-        _say(part, f"its sim is up already (port base {part.port_base}): using it")
+        running = set(json.loads(state.read_text()).get("schedulers", [])) if state.exists() else set()
+        lacking = sorted(set(part.backends) - {"default"} - running)
+        if lacking:
+            problems[part.name] = f"its sim is up without {', '.join(lacking)}; stop it first: {_down_hint(part)}"
+        else:
+            _say(part, f"its sim is up already (port base {part.port_base}): using it; {_down_hint(part)} stops it")
         return
-    result = _cli(part, "sim", "up", "--schedulers", part.schedulers, timeout_s=UP_TIMEOUT_S)
+    log = folder / "parts" / f"{part.run_id}.sim-up.log"
+    try:
+        result = _cli(part, "sim", "up", "--schedulers", part.schedulers, timeout_s=UP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        log.write_text(str(exc.stdout or "") + str(exc.stderr or ""))
+        started.append(part)  # whatever it left is stopped with the rest
+        problems[part.name] = f"its sim was not up after {UP_TIMEOUT_S} s (output: {log})"
+        return
+    log.write_text(result.stdout + result.stderr)
     if result.returncode != 0:
-        last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
-        problems[part.name] = f"its sim did not start: {last[0]}"
+        said = [line for line in result.stderr.splitlines() if line.startswith("gpupoc")]
+        problems[part.name] = f"its sim did not start: {(said or ['no error line'])[0]} (output: {log})"
         return
     started.append(part)
     _say(part, f"sim up in {time.monotonic() - t0:.1f} s (schedulers {part.schedulers}, port base {part.port_base})")
 
 
+def _bring_down(part: Part) -> None:
+    try:
+        result = _cli(part, "sim", "down", timeout_s=UP_TIMEOUT_S)
+        if result.returncode != 0:
+            _say(part, f"sim down failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+    except subprocess.TimeoutExpired:
+        _say(part, f"sim down did not end within {UP_TIMEOUT_S} s: {_down_hint(part)}")
+
+
 @contextmanager
-def sims(parts: list[Part]) -> Iterator[None]:
+def sims(parts: list[Part], folder: Path) -> Iterator[None]:
     """Every part's sim up (at once) for the duration; those started here are stopped afterwards."""
     started: list[Part] = []
     problems: dict[str, str] = {}
     try:
-        _all_at_once([lambda p=p: _bring_up(p, started, problems) for p in parts])
+        _all_at_once([partial(_bring_up, p, folder, started, problems) for p in parts])
         if problems:
-            raise ConfigError("; ".join(f"part {name}: {why}" for name, why in problems.items()))
+            raise SimError("; ".join(f"part {name}: {why}" for name, why in problems.items()))
         yield
     finally:
-        _all_at_once([lambda p=p: _cli(p, "sim", "down", timeout_s=UP_TIMEOUT_S) for p in started])
+        _all_at_once([partial(_bring_down, p) for p in started])
 
 
-def _all_at_once(calls: list[object]) -> None:
-    threads = [threading.Thread(target=call, daemon=True) for call in calls]  # type: ignore[arg-type]
+def _all_at_once(calls: list[Callable[[], object]], children: list[subprocess.Popen[str]] | None = None) -> None:
+    """Each call on a thread of its own, until all end. Ctrl-C (or SIGTERM): the children are asked to end their
+    runs as on Ctrl-C (their records written, their objects swept) and waited for; a second one stops waiting."""
+    threads = [threading.Thread(target=call, daemon=True) for call in calls]
     for t in threads:
         t.start()
+    interrupted = False
     for t in threads:
-        t.join()
+        while t.is_alive():
+            try:
+                t.join(0.5)
+            except KeyboardInterrupt:
+                if interrupted or not children:
+                    raise
+                interrupted = True
+                print("gpupoc: interrupted: each part ends its run (record, sweep); interrupt again to stop waiting",
+                      file=sys.stderr, flush=True)
+                for child in children:
+                    if child.poll() is None:
+                        child.send_signal(signal.SIGINT)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
-def _run_part(part: Part, argv: list[str], log: Path, codes: dict[str, int]) -> None:
-    """The part's pytest, its output to the terminal (each line named by the part) and to its log."""
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # a CI job's timeout: end as on Ctrl-C, the parts' sims stopped
+
+
+def _run_part(part: Part, argv: list[str], log: Path, codes: dict[str, int],
+              children: list[subprocess.Popen[str]]) -> None:
+    """The part's pytest, its output to the terminal (each line named by the part) and to its log. A run killed by
+    a signal counts as broken (128 + the signal), never as a result."""
     t0 = time.monotonic()
+    codes[part.name] = EXIT_BROKEN  # until the run says otherwise
     with log.open("w") as out, subprocess.Popen(argv, env=part.env(), cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                                 stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        children.append(proc)
         assert proc.stdout is not None
         for line in proc.stdout:
             out.write(line)
             _say(part, line.rstrip("\n"))
-        codes[part.name] = proc.wait()
+        code = proc.wait()
+    codes[part.name] = 128 - code if code < 0 else code
     _say(part, f"done in {time.monotonic() - t0:.0f} s (pytest exit {codes[part.name]})")
+
+
+def exit_code(codes: dict[str, int], parts: list[Part]) -> int:
+    """Pure: the run's exit code from its parts': pytest's usage error as the CLI's, else the worst; a part with
+    no code broke the run."""
+    found = [codes.get(p.name, EXIT_BROKEN) for p in parts]
+    return EXIT_USAGE if PYTEST_USAGE_ERROR in found else max(found, default=EXIT_BROKEN)
 
 
 def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: list[str], tests: list[str]) -> int:
@@ -156,22 +219,29 @@ def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: lis
     parts = plan(spec, cfg.run_id)
     folder = cfg.reports_dir / cfg.run_id
     (folder / "parts").mkdir(parents=True, exist_ok=True)
+    for part in parts:  # a record left by an earlier run of this run id is not this run's
+        (folder / "parts" / part.run_id / "record.json").unlink(missing_ok=True)
     options = [f"--{name.replace('_', '-')}={value}" for name, value in option_args.items()
                if value and name not in OWN_OPTIONS]
     codes: dict[str, int] = {}
+    children: list[subprocess.Popen[str]] = []
+    signal.signal(signal.SIGTERM, _terminated)
     t0 = time.monotonic()
     print(f"gpupoc: {len(parts)} parts side by side: " + "; ".join(
         f"{p.name} (port base {p.port_base})" for p in parts), flush=True)
-    with sims(parts):
-        up_s = time.monotonic() - t0
-        _all_at_once([lambda p=p: _run_part(
-            p, [sys.executable, "-m", "pytest", *tests, f"--run-id={p.run_id}",
-                f"--reports-dir={folder / 'parts'}", f"--backends={','.join(p.backends)}", *options, *passthrough],
-            folder / "parts" / f"{p.run_id}.log", codes) for p in parts])
-        suites_s = time.monotonic() - t0 - up_s
-    print(f"gpupoc: sims up in {up_s:.0f} s; the parts' suites in {suites_s:.0f} s (wall, all at once)", flush=True)
-    write_record(cfg.run_id, folder, parts)
-    return max(codes.values(), default=2)
+    try:
+        with sims(parts, folder):
+            up_s = time.monotonic() - t0
+            _all_at_once([partial(_run_part, p, [
+                sys.executable, "-m", "pytest", *tests, f"--run-id={p.run_id}", f"--reports-dir={folder / 'parts'}",
+                f"--backends={','.join(p.backends)}", *options, *passthrough],
+                folder / "parts" / f"{p.run_id}.log", codes, children) for p in parts], children)
+            print(f"gpupoc: sims up in {up_s:.0f} s; the parts' suites in {time.monotonic() - t0 - up_s:.0f} s "
+                  "(wall, all at once)", flush=True)
+    finally:
+        if any((folder / "parts" / p.run_id / "record.json").exists() for p in parts):
+            write_record(cfg.run_id, folder, parts)
+    return exit_code(codes, parts)
 
 
 def write_record(run_id: str, folder: Path, parts: list[Part]) -> Path:
@@ -182,8 +252,11 @@ def write_record(run_id: str, folder: Path, parts: list[Part]) -> Path:
         print(f"gpupoc: no record from part(s) {', '.join(missing)}: see reports/{run_id}/parts/*.log",
               file=sys.stderr)
     if not found:
-        raise ConfigError(f"no part of run {run_id} wrote a record")
+        raise SimError(f"no part of run {run_id} wrote a record: see reports/{run_id}/parts/*.log")
     record = merge(run_id, [(name, load_record(folder / "parts" / p.run_id / "record.json")) for name, p in found])
+    if missing:  # the record says it is not whole
+        record.interrupted = True
+        record.target["parts_without_a_record"] = missing
     record.write(folder / "record.json")
     (folder / "record.html").write_text(page(record))
     requests = {json.dumps(r, sort_keys=True) for _, p in found

@@ -12,8 +12,10 @@ from harness.record.verdict import SEVERITY
 RUN_WIDE = "-"
 
 
-def _run_wide(name_results: list[tuple[str, Result]]) -> Result:
-    worst = max(name_results, key=lambda pr: SEVERITY.get(pr[1].outcome, 0))[1]
+def _run_wide(found: list[tuple[str, Result]]) -> Result:
+    """The worst part's result first, so the cell's one-line summary is the worst part's."""
+    name_results = sorted(found, key=lambda pr: -SEVERITY.get(pr[1].outcome, 0))
+    worst = name_results[0][1]
     evidence = [{**e, "statement": f"[part {name}] {e.get('statement', '')}"}
                 for name, r in name_results for e in r.evidence]
     messages = [f"[part {name}] {r.message}" for name, r in name_results if r.message]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cli.side_by_side import DEFAULT_PARTS, PART_PORT_BASES, plan
+from harness.cli.side_by_side import DEFAULT_PARTS, PART_PORT_BASES, exit_code, plan
 from harness.core.errors import ConfigError
 
 
@@ -34,3 +34,11 @@ def test_a_bad_spec_is_one_line(spec: str, says: str) -> None:
 def test_a_run_id_too_long_for_its_parts_is_refused() -> None:
     with pytest.raises(ConfigError, match="over 40 characters"):
         plan("kueue+kuberay", "a" * 30)
+
+
+def test_the_run_exits_as_its_worst_part_and_a_killed_or_missing_part_broke_it() -> None:
+    parts = plan("kueue,volcano", "r")
+    assert exit_code({"kueue": 0, "volcano": 1}, parts) == 1  # a missed threshold is a result
+    assert exit_code({"kueue": 0, "volcano": 137}, parts) == 137  # killed (128 + SIGKILL): broken
+    assert exit_code({"kueue": 0}, parts) == 2  # no code at all: broken
+    assert exit_code({"kueue": 4, "volcano": 1}, parts) == 2  # pytest's usage error is the CLI's

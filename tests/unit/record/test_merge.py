@@ -31,9 +31,10 @@ def test_each_backend_from_its_part_a_run_wide_case_the_worst_of_all_parts() -> 
     assert sorted((r.criterion, r.backend, r.outcome) for r in merged.results) == [
         ("governance.audit", "-", "FAIL"), ("training.x", "kueue", "PASS"), ("training.x", "volcano", "PASS")]
     audit = next(r for r in merged.results if r.backend == "-")
-    assert audit.message == "[part kueue] kueue audit\n[part volcano] volcano audit" and audit.duration_s == 5.0
-    assert [e["statement"] for e in audit.evidence] == ["[part kueue] every object audited",
-                                                        "[part volcano] every object audited"]
+    # the worst part first: its line is the one the cell shows
+    assert audit.message == "[part volcano] volcano audit\n[part kueue] kueue audit" and audit.duration_s == 5.0
+    assert [e["statement"] for e in audit.evidence] == ["[part volcano] every object audited",
+                                                        "[part kueue] every object audited"]
     assert (merged.started_at, merged.finished_at) == ("2026-12-03T10:00:00", "2026-12-03T10:06:00")
     assert set(merged.operations) == {"kueue", "volcano"}
     assert [p["backends"] for p in merged.target["parts"]] == [["kueue"], ["volcano"]]
