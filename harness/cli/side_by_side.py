@@ -246,20 +246,20 @@ def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: lis
 
 def write_record(run_id: str, folder: Path, parts: list[Part]) -> Path:
     """record.json, record.html and requests.json of the run, from those of its parts."""
-    found = [(p.name, p) for p in parts if (folder / "parts" / p.run_id / "record.json").exists()]
-    missing = [p.name for p in parts if (p.name, p) not in found]
+    found = [p for p in parts if (folder / "parts" / p.run_id / "record.json").exists()]
+    missing = [p.name for p in parts if p not in found]
     if missing:
         print(f"gpupoc: no record from part(s) {', '.join(missing)}: see reports/{run_id}/parts/*.log",
               file=sys.stderr)
     if not found:
         raise SimError(f"no part of run {run_id} wrote a record: see reports/{run_id}/parts/*.log")
-    record = merge(run_id, [(name, load_record(folder / "parts" / p.run_id / "record.json")) for name, p in found])
+    record = merge(run_id, [(p.name, load_record(folder / "parts" / p.run_id / "record.json")) for p in found])
     if missing:  # the record says it is not whole
         record.interrupted = True
         record.target["parts_without_a_record"] = missing
     record.write(folder / "record.json")
     (folder / "record.html").write_text(page(record))
-    requests = {json.dumps(r, sort_keys=True) for _, p in found
+    requests = {json.dumps(r, sort_keys=True) for p in found
                 for r in _requests(folder / "parts" / p.run_id / REQUESTS_FILE)}
     (folder / REQUESTS_FILE).write_text(json.dumps([json.loads(r) for r in sorted(requests)], indent=1) + "\n")
     print(f"gpupoc: acceptance record: {folder / 'record.html'} (JSON: {folder / 'record.json'})")

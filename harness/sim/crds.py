@@ -58,13 +58,18 @@ def cached_documents(module: str, version: str, sub: str, build_root: Path) -> l
     return docs
 
 
-def served(api: client.ApiClient, crds: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    """(group, version, plural) of the CRDs' served versions that discovery lists: a CRD is listed once it is
-    Established, and discovery is what a controller's REST mapper reads."""
-    wanted = {(c["spec"]["group"], v["name"]) for c in crds for v in c["spec"]["versions"] if v.get("served")}
+def served_versions(crds: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """Pure: (group, version, plural) of every version the CRDs serve."""
+    return {(c["spec"]["group"], v["name"], c["spec"]["names"]["plural"])
+            for c in crds for v in c["spec"]["versions"] if v.get("served")}
+
+
+def served(api: client.ApiClient, wanted: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Those of `wanted`'s group versions that discovery lists: a CRD is listed once it is Established, and
+    discovery is what a controller's REST mapper reads."""
     objects = client.CustomObjectsApi(api)
     found: set[tuple[str, str, str]] = set()
-    for group, version in wanted:
+    for group, version in {(group, version) for group, version, _ in wanted}:
         try:
             found |= {(group, version, r.name) for r in objects.get_api_resources(group, version).resources}
         except client.ApiException as exc:
@@ -89,9 +94,8 @@ def apply_crds(api: client.ApiClient, crds: list[dict[str, Any]], timeout_s: flo
 
     with ThreadPoolExecutor(max_workers=APPLY_WORKERS) as pool:
         list(pool.map(apply, crds))
-    wanted = {(c["spec"]["group"], v["name"], c["spec"]["names"]["plural"])
-              for c in crds for v in c["spec"]["versions"] if v.get("served")}
-    found = poll(lambda: served(api, crds), lambda seen: wanted <= seen, timeout_s, poll_s=DISCOVERY_POLL_S)
+    wanted = served_versions(crds)
+    found = poll(lambda: served(api, wanted), lambda seen: wanted <= seen, timeout_s, poll_s=DISCOVERY_POLL_S)
     if not wanted <= found:
         missing = sorted(f"{plural}.{group}/{version}" for group, version, plural in wanted - found)
         raise WaitTimeout(f"CRDs Established: not served after {timeout_s:.0f}s: {', '.join(missing)}")
