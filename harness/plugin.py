@@ -95,17 +95,18 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     everything the run submitted) run after all others, and before them the cases of a backend with a head start
     (harness/run/headstart.py); the scale suite's cases are SKIP "not run" unless asked for (a flag, or its path
     named)."""
-    chosen = run_config(config).backends
+    cfg = run_config(config)
     pinned_elsewhere = [i for i in items if i.nodeid.startswith("suites/") and getattr(
-        getattr(i, "callspec", None), "params", {}).get("backend", chosen[0]) not in chosen]
+        getattr(i, "callspec", None), "params", {}).get("backend", cfg.backends[0]) not in cfg.backends]
     if pinned_elsewhere:  # a case pinned to a backend (`parametrize("backend", ["default"])`) that --backends leaves out
         config.hook.pytest_deselected(items=pinned_elsewhere)
-        items[:] = [i for i in items if i not in pinned_elsewhere]
-    kind = "sim" if run_config(config).targets_sim else "kubeconfig"
+        dropped = {i.nodeid for i in pinned_elsewhere}
+        items[:] = [i for i in items if i.nodeid not in dropped]
+    kind = "sim" if cfg.targets_sim else "kubeconfig"
     config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, kind)
     items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, kind))
     named = any("suites/scale" in str(arg) for arg in config.args)
-    if not (run_config(config).scale or named):
+    if not (cfg.scale or named):
         for item in items:
             if item.get_closest_marker("scale") is not None:
                 item.add_marker(pytest.mark.skip(reason=SCALE_NOT_RUN))

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.record.model import Record, Result
-from harness.record.verdict import SEVERITY
-
-RUN_WIDE = "-"
+from harness.record.verdict import CLUSTER as RUN_WIDE, SEVERITY
 
 
 def _run_wide(found: list[tuple[str, Result]]) -> Result:
