@@ -16,6 +16,7 @@ CLUSTER=${GPUPOC_KIND_NAME:-gpupoc}
 CONTEXT="kind-$CLUSTER"
 WORKERS=${GPUPOC_KIND_WORKERS:-2}
 GPUS_PER_NODE=${GPUPOC_KIND_GPUS_PER_NODE:-4}   # profiles/kind.yaml: gpu.per_node
+HARNESS_IMAGE=gpupoc:dev   # profiles/kind.yaml: workloads.model_server.image
 # kind v0.33.0's image for Kubernetes v1.36 (the sim runs v1.36.3; kind publishes v1.36.4). The digest is the
 # one that release lists: an image built for another kind release may not start.
 NODE_IMAGE="kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
@@ -177,6 +178,16 @@ install_schedulers() {
     --create-namespace --wait --timeout "$HELM_TIMEOUT"
 }
 
+# The harness's own image (the repository's Dockerfile): profiles/kind.yaml runs its `gpupoc standin` as the model
+# server (OpenAI-compatible completions, vLLM's metrics), so the inference suite runs on kind without GPUs.
+load_harness_image() {
+  local builder
+  builder=$(command -v docker || command -v podman)
+  "$builder" build -q -t "$HARNESS_IMAGE" "$REPO_ROOT" >/dev/null
+  kind load docker-image "$HARNESS_IMAGE" --name "$CLUSTER" >/dev/null
+  say "image $HARNESS_IMAGE built from Dockerfile and loaded into the cluster's nodes"
+}
+
 queue_model() {
   (cd "$REPO_ROOT" && "$PYTHON" -m harness.cli setup --kubeconfig "${KUBECONFIG:-$HOME/.kube/config}" \
     --context "$CONTEXT" --profile "$PROFILE")
@@ -190,6 +201,7 @@ main() {
   simulate_gpus
   install_monitoring
   install_schedulers
+  load_harness_image
   queue_model
   say "ready. Prometheus: kubectl --context $CONTEXT -n $MONITORING_NAMESPACE port-forward svc/prometheus-operated 9090"
   say "then: gpupoc run --kubeconfig ${KUBECONFIG:-$HOME/.kube/config} --context $CONTEXT --profile profiles/kind.yaml" \

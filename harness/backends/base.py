@@ -208,7 +208,7 @@ class Capabilities:
         """Its jobs as Kubernetes objects, submitted as the tenant where the profile says so."""
         submitter = target.seam.as_tenant if profile.submit_as == "tenant" else None
         return Workloads(target.api, self, run_id, test_id, profile.timeouts.delete, submitter,
-                         simulated=target.features.simulated_gpus)
+                         simulated=target.features.simulated_gpus, workload_spec=profile.workloads)
 
     def usage_from_zero(self, profile: Profile) -> float:
         raise HarnessError(f"{self.name}: its fair share does not rank tenants by recorded usage")

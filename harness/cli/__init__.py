@@ -8,18 +8,18 @@ import sys
 from kubernetes import client
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from harness.cli import cluster, runs, sim
+from harness.cli import cluster, runs, sim, standin
 from harness.cli.common import EXIT_USAGE, OneLineParser
 from harness.core.errors import ConfigError, HarnessError
 
 GROUPS = {"sim": sim, "inventory": cluster, "setup": cluster, "preflight": cluster, "rbac": cluster, "clean": cluster,
-          "run": runs, "compare": runs, "trend": runs, "check-designed": runs}
+          "run": runs, "compare": runs, "trend": runs, "check-designed": runs, "standin": standin}
 
 
 def parser() -> argparse.ArgumentParser:
     top = OneLineParser(prog="gpupoc", description="GPU scheduling POC acceptance tests")
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for group in (sim, cluster, runs):
+    for group in (sim, cluster, runs, standin):
         group.add_commands(commands)
     return top
 

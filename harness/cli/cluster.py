@@ -17,6 +17,7 @@ from harness.cluster.inventory import NodeGpus, cross_check, dcgm_gpus, format_i
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.runlock import live_holder
 from harness.core.errors import ConfigError, HarnessError
+from harness.config.workloads import WorkloadSpec
 from harness.setup import preflight, queue_model
 from harness.targets.target import Target, connect
 
@@ -46,19 +47,21 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     target_flags(clean)
 
 
-def probe_gpus(target: Target, namespace: str, inventory: list[NodeGpus], timeout_s: float) -> None:
+def probe_gpus(target: Target, namespace: str, inventory: list[NodeGpus], timeout_s: float,
+               workloads: WorkloadSpec) -> None:
     real = [g for g in inventory if not g.simulated]
     if not real:
         print("nvidia-smi probe skipped: every GPU node is simulated (no driver to ask)")
         return
     core = client.CoreV1Api(target.api)
     for gpus in real:
-        for name, driver, memory in probe_node(core, namespace, gpus.node, "nvidia.com/gpu", timeout_s):
+        for name, driver, memory in probe_node(core, namespace, gpus.node, "nvidia.com/gpu", timeout_s, workloads):
             agree = "agrees" if driver == gpus.driver_version else f"labels say {gpus.driver_version}"
             print(f"{gpus.node}: nvidia-smi: {name}, driver {driver} ({agree}), {memory}")
 
 
-def print_inventory(target: Target, probe_namespace: str | None = None, probe_timeout_s: float = 300) -> None:
+def print_inventory(target: Target, probe_namespace: str | None = None, probe_timeout_s: float = 300,
+                    workloads: WorkloadSpec | None = None) -> None:
     core = client.CoreV1Api(target.api)
     raw = [target.api.sanitize_for_serialization(n) for n in core.list_node().items]
     print(f"cluster: {target.host} ({target.kind}, context {target.context}, Kubernetes "
@@ -66,7 +69,7 @@ def print_inventory(target: Target, probe_namespace: str | None = None, probe_ti
     inventory = gpu_inventory(raw)
     print(format_inventory(inventory))
     if probe_namespace:
-        probe_gpus(target, probe_namespace, inventory, probe_timeout_s)
+        probe_gpus(target, probe_namespace, inventory, probe_timeout_s, workloads or WorkloadSpec())
     if target.prometheus_url:
         try:
             series = Prometheus(target.prometheus_url).instant("DCGM_FI_DEV_GPU_UTIL")
@@ -86,7 +89,8 @@ def target_timeout(args: argparse.Namespace) -> float:
 
 def command(args: argparse.Namespace) -> int:
     if args.command == "inventory":
-        print_inventory(connect_to(args), args.probe_namespace)
+        print_inventory(connect_to(args), args.probe_namespace,
+                        workloads=config_of(args).profile.workloads)
         return 0
     if args.command == "setup":
         target = connect_to(args)

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from harness.cluster.manifests import dressed
+from harness.config.workloads import WorkloadSpec
 from harness.core.errors import HarnessError
 from harness.cluster.inventory import parse_nvidia_smi
 from harness.cluster.wait import wait_for
 
-PROBE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv"]
 
 
 def probe_node(core: client.CoreV1Api, namespace: str, node: str, gpu_resource: str, timeout_s: float,
-               image: str = PROBE_IMAGE) -> list[tuple[str, str, str]]:
-    """Run nvidia-smi on `node` in a one-GPU Pod of `namespace`; (name, driver, memory) per GPU it sees."""
+               workloads: WorkloadSpec) -> list[tuple[str, str, str]]:
+    """Run nvidia-smi on `node` in a one-GPU Pod of `namespace` (the profile's probe image and pod defaults); (name,
+    driver, memory) per GPU it sees."""
     name = f"gpupoc-probe-{node}"[:63].rstrip("-.")
-    core.create_namespaced_pod(namespace, {
+    core.create_namespaced_pod(namespace, dressed([{
+        "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpupoc"}},
         "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
-            "name": "nvidia-smi", "image": image, "command": QUERY,
-            "resources": {"limits": {gpu_resource: "1"}}}]}})
+            "name": "nvidia-smi", "image": workloads.gpu_probe_image, "command": QUERY,
+            "resources": {"limits": {gpu_resource: "1"}}}]}}], workloads)[0])
     try:
         pod = wait_for(core.list_namespaced_pod, f"probe Pod {namespace}/{name}",
                        lambda p: p.status.phase == "Succeeded", failed=lambda p: p.status.phase == "Failed",

@@ -14,6 +14,9 @@ import jinja2
 import yaml
 from jinja2 import meta
 
+from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, MODEL_ANNOTATION, PODINFO_DIR, PODINFO_VOLUME,
+                                      RUN_FOR_ANNOTATION, SERVER_CONTAINER, SIM_ANNOTATION_PREFIX, TRAIN_CONTAINER,
+                                      WorkloadSpec)
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
 
@@ -22,6 +25,7 @@ RUN_LABEL = "gpupoc.io/run-id"
 TEST_LABEL = "gpupoc.io/test"
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "gpupoc"
+RAY_JOB = "RayJob"
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS)), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False)
@@ -97,6 +101,72 @@ def pod_templates(node: Any) -> list[dict[str, Any]]:
         for item in node:
             found += pod_templates(item)
     return found
+
+
+def dressed(objects: list[dict[str, Any]], workloads: WorkloadSpec) -> list[dict[str, Any]]:
+    """Put the profile's workloads into the pods of `objects` (bare Pods and pod templates): a training member's
+    image and command (how long it runs: the member's run-for annotation), a model server's image, args and port,
+    and on every pod the profile's pod defaults. Where the target is not the sim, the sim's annotations and labels
+    (sim.gpupoc.io/) are removed: a real cluster never receives them."""
+    for obj in objects:
+        pods = [obj] if obj.get("kind") == "Pod" else pod_templates(obj.get("spec"))
+        for pod in pods:
+            _dress_pod(pod, workloads, ray=obj.get("kind") == RAY_JOB)
+    return objects
+
+
+def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:
+    meta, spec = pod.setdefault("metadata", {}), pod.setdefault("spec", {})
+    annotations = meta.get("annotations") or {}
+    run_for_s = float(str(annotations.get(RUN_FOR_ANNOTATION, "30s")).rstrip("s") or 30)
+    pod_security, container_security = workloads.pod_defaults.security_contexts()
+    for container in spec.get("containers") or []:
+        if ray:  # KubeRay runs `ray start` in the head and the workers: Ray's image, KubeRay's command
+            container["image"] = workloads.ray_image
+        elif container.get("name") == TRAIN_CONTAINER:
+            container["image"] = workloads.trainer.image
+            container["command"] = workloads.trainer.command_for(run_for_s)
+            container.setdefault("volumeMounts", []).append({"name": PODINFO_VOLUME, "mountPath": PODINFO_DIR,
+                                                             "readOnly": True})
+            spec.setdefault("volumes", []).append({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
+                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}})
+        elif container.get("name") == SERVER_CONTAINER:
+            _dress_server(container, workloads, str(annotations.get(MODEL_ANNOTATION, "")),
+                          str((meta.get("labels") or {}).get("version", "")))
+        if container_security:
+            container["securityContext"] = {**container_security, **(container.get("securityContext") or {})}
+    pods = workloads.pod_defaults
+    if pod_security:
+        spec["securityContext"] = {**pod_security, **(spec.get("securityContext") or {})}
+    if pods.tolerations:
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *pods.tolerations]
+    if pods.node_selector:
+        spec["nodeSelector"] = {**pods.node_selector, **(spec.get("nodeSelector") or {})}
+    if pods.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in pods.image_pull_secrets]
+    if pods.runtime_class_name:
+        spec.setdefault("runtimeClassName", pods.runtime_class_name)
+    if not workloads.sim_annotations:
+        for key in ("annotations", "labels"):
+            if meta.get(key):
+                meta[key] = {k: v for k, v in meta[key].items() if not k.startswith(SIM_ANNOTATION_PREFIX)}
+
+
+def _dress_server(container: dict[str, Any], workloads: WorkloadSpec, model: str, version: str) -> None:
+    server = workloads.model_server
+    container["image"] = server.image
+    if server.args:
+        container["args"] = server.args_for(model, version)
+    for port in container.get("ports") or []:
+        port["containerPort"] = server.port
+    probe = (container.get("readinessProbe") or {}).get("httpGet")
+    if probe is not None:
+        probe.update({"path": server.readiness_path, "port": server.port})
+
+
+def exit_request(code: int) -> dict[str, Any]:
+    """The patch that asks a training member's container to exit with `code` (its command reads its annotations)."""
+    return {"metadata": {"annotations": {EXIT_REQUEST_ANNOTATION: str(code)}}}
 
 
 def label_value_for_test(test: str) -> str:

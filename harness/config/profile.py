@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from harness.criteria import registered
+from harness.config.workloads import NO_SECURITY_CONTEXT, RESTRICTED, ModelServer, PodDefaults, Trainer, WorkloadSpec
 from harness.core.errors import ConfigError
 from harness.core.timeouts import OPERATIONS, Timeouts
 
@@ -82,6 +83,7 @@ class Profile:
     submit_as: str = "runner"  # "tenant": jobs are submitted acting as the tenant's identity
     inference_url: str | None = None  # a real cluster: the model Service's ingress or gateway URL (probe and load)
     scale: ScaleSpec = field(default_factory=ScaleSpec)
+    workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def threshold(self, criterion: str, name: str) -> float:
@@ -132,6 +134,10 @@ class _Fields:
     def child(self, key: str) -> _Fields:
         return _Fields(self.get(key, dict), self._where(key), self.source)
 
+    def optional(self, key: str) -> _Fields:
+        """The mapping at `key`, or an empty one where the profile leaves it out (its defaults apply)."""
+        return self.child(key) if key in self.data else _Fields({}, self._where(key), self.source)
+
     def only(self, allowed: tuple[str, ...] | list[str]) -> None:
         unknown = sorted(set(self.data) - set(allowed))
         if unknown:
@@ -152,9 +158,9 @@ def _tenant(item: Any, index: int, source: str) -> Tenant:
     if limit is not None and limit < quota:
         raise f.fail("limit_gpus", f"must be at least quota_gpus ({quota}): it is the most the tenant may hold, "
                      f"borrowing included; got {limit}")
-    queues = f.child("queues") if "queues" in f.data else _Fields({}, f._where("queues"), source)
+    queues = f.optional("queues")
     queues.only(BACKENDS)
-    dev_queues = f.child("dev_queues") if "dev_queues" in f.data else _Fields({}, f._where("dev_queues"), source)
+    dev_queues = f.optional("dev_queues")
     dev_queues.only(BACKENDS)
     dev_gpus = f.get("dev_gpus", int, 0)
     if dev_gpus < 0 or (dev_queues.data and dev_gpus < 1):
@@ -207,9 +213,71 @@ def _scale(f: _Fields) -> ScaleSpec:
     return ScaleSpec(**values)
 
 
+def _strings(f: _Fields, key: str) -> tuple[str, ...]:
+    items = f.get(key, list)
+    if not all(isinstance(item, str) for item in items):
+        raise f.fail(key, f"must be a list of strings, got {items!r}")
+    return tuple(items)
+
+
+def _image(f: _Fields, default: str) -> str:
+    image: str = f.get("image", str, default)
+    if not image.strip() or any(c.isspace() for c in image):
+        raise f.fail("image", f"must be an image reference without spaces, got {image!r}")
+    return image
+
+
+def _workloads(f: _Fields) -> WorkloadSpec:
+    f.only(("trainer", "model_server", "gpu_probe", "ray", "pod_defaults", "sim_annotations"))
+    base = WorkloadSpec()
+    trainer = f.optional("trainer")
+    trainer.only(("image", "command"))
+    server = f.optional("model_server")
+    server.only(("image", "args", "port", "readiness_path", "metrics_path"))
+    probe, ray = f.optional("gpu_probe"), f.optional("ray")
+    probe.only(("image",))
+    ray.only(("image",))
+    pods = f.optional("pod_defaults")
+    pods.only(("tolerations", "node_selector", "image_pull_secrets", "runtime_class_name", "security", "run_as_user",
+               "priority_classes"))
+    port = server.get("port", int, base.model_server.port)
+    if not 1 <= port <= 65535:
+        raise server.fail("port", f"must be a port 1-65535, got {port}")
+    security = pods.get("security", str, RESTRICTED)
+    if security not in (RESTRICTED, NO_SECURITY_CONTEXT):
+        raise pods.fail("security", f"must be {RESTRICTED} (Pod Security's restricted level, the default) or "
+                        f"{NO_SECURITY_CONTEXT}, got {security!r}")
+    tolerations = pods.get("tolerations", list, [])
+    if not all(isinstance(t, dict) for t in tolerations):
+        raise pods.fail("tolerations", "must be a list of Kubernetes tolerations (mappings)")
+    selector = pods.optional("node_selector")
+    classes = pods.optional("priority_classes")
+    classes.only(("low", "high"))
+    defaults = PodDefaults()
+    command = _strings(trainer, "command") if "command" in trainer.data else base.trainer.command
+    if not command:
+        raise trainer.fail("command", "must name a command (a member runs it for the job's duration)")
+    return WorkloadSpec(
+        trainer=Trainer(_image(trainer, base.trainer.image), command),
+        model_server=ModelServer(_image(server, base.model_server.image),
+                                 _strings(server, "args") if "args" in server.data else base.model_server.args, port,
+                                 server.get("readiness_path", str, base.model_server.readiness_path),
+                                 server.get("metrics_path", str, base.model_server.metrics_path)),
+        gpu_probe_image=_image(probe, base.gpu_probe_image), ray_image=_image(ray, base.ray_image),
+        pod_defaults=PodDefaults(
+            tolerations=tuple(tolerations), node_selector={k: selector.get(k, str) for k in selector.data},
+            image_pull_secrets=_strings(pods, "image_pull_secrets") if "image_pull_secrets" in pods.data else (),
+            runtime_class_name=pods.get("runtime_class_name", str, None), security=security,
+            run_as_user=pods.get("run_as_user", int, defaults.run_as_user),
+            low_priority_class=classes.get("low", str, defaults.low_priority_class),
+            high_priority_class=classes.get("high", str, defaults.high_priority_class)),
+        sim_annotations=f.get("sim_annotations", bool, base.sim_annotations))
+
+
 def parse_profile(data: Any, source: str) -> Profile:
     f = _Fields(data, "", source)
-    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference", "scale"))
+    f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference", "scale",
+            "workloads"))
     submit_as = f.get("submit_as", str, "runner")
     if submit_as not in SUBMITTERS:
         raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
@@ -226,17 +294,18 @@ def parse_profile(data: Any, source: str) -> Profile:
     job_sizes = {k: sizes.get(k, int) for k in sizes.data}
     if any(v < 1 for v in job_sizes.values()):
         raise sizes.fail(next(k for k, v in job_sizes.items() if v < 1), "must be at least 1 GPU")
-    prometheus = f.child("prometheus") if "prometheus" in f.data else _Fields({}, "prometheus", source)
+    prometheus = f.optional("prometheus")
     prometheus.only(("url",))
     timeouts = _timeouts(f.child("timeouts")) if "timeouts" in f.data else Timeouts()
-    inference = f.child("inference") if "inference" in f.data else _Fields({}, "inference", source)
+    inference = f.optional("inference")
     inference.only(("url",))
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),
-                   scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec())
+                   scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec(),
+                   workloads=_workloads(f.child("workloads")) if "workloads" in f.data else WorkloadSpec())
 
 
 def load_profile(path: Path) -> Profile:

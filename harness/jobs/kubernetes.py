@@ -25,7 +25,8 @@ from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import Attempt
 from harness.cluster.seam import service_account_user
 from harness.config.profile import Tenant
-from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, label_value_for_test, labelled
+from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, dressed, exit_request, label_value_for_test, labelled
+from harness.config.workloads import WorkloadSpec
 from harness.core.samples import Samples
 from harness.core.timeline import Timeline, Transition, running_intervals, MEMBER_KIND
 from harness.cluster.safety import require_ours
@@ -35,6 +36,7 @@ from harness.cluster.wait import wait_gone
 
 
 FAIL_LABEL, FAIL_AFTER, EXIT_CODE = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after", "sim.gpupoc.io/exit-code"
+MEMBER_FAILURE_EXIT = 137
 DIAGNOSTIC_LINES = 60
 LOG_BYTES = 4096
 
@@ -55,6 +57,7 @@ class Workloads:
     # the client a tenant's jobs are submitted with: acting as the tenant (ClusterSeam.as_tenant), or the runner's
     submitter: Callable[[Tenant], client.ApiClient] | None = None
     simulated: bool = False  # the target is the sim: a member is failed by kwok's failure stage
+    workload_spec: WorkloadSpec = field(default_factory=WorkloadSpec)  # the profile's: what its pods run
     timeline: Timeline = field(default_factory=Timeline)
     _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
@@ -134,16 +137,16 @@ class Workloads:
         return self.pods(namespace)
 
     def fail_member(self, pod: dict[str, Any]) -> str:
-        """On the sim, kwok fails the pod (exit 137) once labelled; elsewhere the pod is deleted."""
+        """The member's container is asked to exit with code 137 (its command reads its pod's annotations), a
+        real failure its job's retry policy acts on; a pod on a kwok node of the sim is failed by kwok's stage."""
         require_ours(pod, "fail a pod")
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
-        core = client.CoreV1Api(self.api)
-        if self.simulated:
-            core.patch_namespaced_pod(name, namespace, {"metadata": {
-                "labels": {FAIL_LABEL: "true"}, "annotations": {FAIL_AFTER: "0s", EXIT_CODE: "137"}}})
-            return f"pod {name} failed by the sim (exit 137)"
-        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        return f"pod {name} deleted"
+        patch = exit_request(MEMBER_FAILURE_EXIT)
+        if self.simulated and self.workload_spec.sim_annotations:
+            patch["metadata"]["labels"] = {FAIL_LABEL: "true"}
+            patch["metadata"]["annotations"].update({FAIL_AFTER: "0s", EXIT_CODE: str(MEMBER_FAILURE_EXIT)})
+        client.CoreV1Api(self.api).patch_namespaced_pod(name, namespace, patch)
+        return f"pod {name} asked to fail (exit {MEMBER_FAILURE_EXIT})"
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         """Nodes offering a whole node's worth of GPUs."""
@@ -171,7 +174,7 @@ class Workloads:
         namespace = job.tenant.namespace
         self.jobs(namespace)
         self.pods(namespace)
-        manifests = labelled(self.backend.manifests(job), self.run_id, self.test)
+        manifests = dressed(labelled(self.backend.manifests(job), self.run_id, self.test), self.workload_spec)
         self._jobs[job.name] = job
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
         for manifest in manifests:
@@ -191,7 +194,7 @@ class Workloads:
     def apply(self, tenant: Tenant, manifests: list[dict[str, Any]]) -> list[Any]:
         """Apply objects that are not a gang job (a serving Deployment and its Service, in the tenant's serving
         namespace), as the tenant, labelled as this test's: deleted at teardown like its jobs (in their namespace)."""
-        objects = labelled(manifests, self.run_id, self.test)
+        objects = dressed(labelled(manifests, self.run_id, self.test), self.workload_spec)
         self._submitted |= {(m["metadata"].get("namespace", tenant.namespace), m["apiVersion"], m["kind"])
                             for m in objects}
         for manifest in objects:

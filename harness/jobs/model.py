@@ -8,11 +8,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from harness.config.profile import Tenant
+from harness.config.workloads import RUN_FOR_ANNOTATION, TRAIN_CONTAINER, Trainer
 from harness.core.errors import ConfigError
 
 QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
     "queued", "admitted", "running", "succeeded", "failed", "preempted")
-RUN_FOR_ANNOTATION = "sim.gpupoc.io/run-for"
 JOB_LABEL = "gpupoc.io/job"  # on every pod of a job, whatever the backend: how its pods are found
 DEFAULT_RUN_FOR_S = 30.0
 
@@ -30,7 +30,7 @@ class GangJob:
     run_for_s: float = DEFAULT_RUN_FOR_S
     max_retries: int = 0          # restarts of the whole job before it is failed
     restart_on_failure: bool = True
-    image: str = "sim/trainer:1"
+    image: str = Trainer.image  # the sim's; the job system puts the profile's in (cluster/manifests.py: dressed)
     labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -43,7 +43,7 @@ class GangJob:
 
     def pod_template(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
-            "name": "train", "image": self.image,
+            "name": TRAIN_CONTAINER, "image": self.image,
             "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
                           "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
         if self.priority_class:

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config.profile import Tenant
+from harness.config.workloads import MODEL_ANNOTATION, SERVER_CONTAINER, ModelServer
 
 APP_LABEL = "gpupoc.io/app"
 TRACK_LABEL = "gpupoc.io/track"   # stable | canary: one Deployment each, behind the app's one Service
 VERSION_LABEL = "version"         # what a pod serves; changes in a rollout (not part of the selector)
 SERVER_PORT = 8000
+PORT_NAME = "http"  # the server's port and the Service's: its number is the profile's (workloads.model_server.port)
 SERVICE_PORT = 80
 SIM = "sim.gpupoc.io/"
 
@@ -32,7 +34,7 @@ class ModelService:
     track: str = "stable"
     gpus: int = 1
     model: str = "sim-llm"
-    image: str = "sim/vllm:0.9"
+    image: str = ModelServer.image  # the sim's; the job system puts the profile's in (cluster/manifests.py: dressed)
     server: dict[str, str] = field(default_factory=dict)
     ready_gate: bool = True          # Ready only when the server answers /health (a readiness probe's job)
     max_unavailable: int = 0
@@ -51,7 +53,7 @@ class ModelService:
 
     def deployment(self, placement: dict[str, Any]) -> dict[str, Any]:
         """`placement`: the backend's scheduler name, labels and annotations for the pods (Backend.serving_pod)."""
-        annotations = {f"{SIM}model-server": "true", f"{SIM}model": self.model, f"{SIM}version": self.version,
+        annotations = {f"{SIM}model-server": "true", MODEL_ANNOTATION: self.model, f"{SIM}version": self.version,
                        f"{SIM}model-port": str(SERVER_PORT),
                        **{f"{SIM}{k}": v for k, v in self.server.items()},
                        **placement.get("annotations", {})}
@@ -60,8 +62,8 @@ class ModelService:
         pod_spec: dict[str, Any] = {
             "terminationGracePeriodSeconds": 5,
             "containers": [{
-                "name": "server", "image": self.image,
-                "ports": [{"name": "http", "containerPort": SERVER_PORT}],
+                "name": SERVER_CONTAINER, "image": self.image,
+                "ports": [{"name": PORT_NAME, "containerPort": SERVER_PORT}],
                 "readinessProbe": {"httpGet": {"path": "/health", "port": SERVER_PORT}, "periodSeconds": 2},
                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
                               "limits": {"cpu": "1", "memory": "2Gi", self.gpu_resource: str(self.gpus)}}}]}
@@ -83,7 +85,7 @@ class ModelService:
         return {"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": self.app, "namespace": self.namespace, "labels": {APP_LABEL: self.app}},
                 "spec": {"selector": {APP_LABEL: self.app}, "publishNotReadyAddresses": self.publish_not_ready,
-                         "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": SERVER_PORT}]}}
+                         "ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "targetPort": PORT_NAME}]}}
 
     def but(self, **changes: Any) -> ModelService:
         """A copy with some fields changed (a new version to roll out, a canary track)."""

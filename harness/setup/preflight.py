@@ -25,6 +25,7 @@ from harness.cluster.inventory import gpu_inventory
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
 from harness.setup.references import QUEUE_KINDS, missing_references
+from harness.config.workloads import WorkloadSpec
 from harness.targets.target import Target
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
@@ -245,5 +246,20 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
                             "grant the runner its role (`gpupoc rbac`)", blocking=True))
     say("preflight: Prometheus")
     checks += prometheus_checks(target.prometheus_url, cfg.backends)
+    checks += workload_checks(cfg.profile.workloads, target.features.runs_sim_workloads)
     return checks
+
+
+def workload_checks(workloads: WorkloadSpec, runs_sim_workloads: bool) -> list[Check]:
+    """Pure: what the pods run. Only the sim understands its own images and annotations: on any other target each
+    one blocks the run (no pod could start: ImagePullBackOff), naming the profile field to set."""
+    images = (f"trainer {workloads.trainer.image}, model server {workloads.model_server.image}, "
+              f"Ray {workloads.ray_image}, GPU probe {workloads.gpu_probe_image}")
+    sim_only = workloads.sim_only()
+    if runs_sim_workloads or not sim_only:
+        return [Check("workloads", images, OK)]
+    return [Check("workloads", f"{field} is {value!r}, which only the sim runs", MISSING,
+                  f"set {field} in the profile to what this cluster runs (profiles/kind.yaml: public images)"
+                  if field != "workloads.sim_annotations" else f"set {field}: false in the profile", blocking=True)
+            for field, value in sim_only]
 

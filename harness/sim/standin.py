@@ -1,7 +1,8 @@
 """A vLLM stand-in for the sim's serving pods: OpenAI-compatible completions, /health and vLLM's metrics.
 
-Server logic only: the caller opens the socket (in the pod's network namespace) and runs
-``asyncio.start_server(server.handle, sock=sock)``. Timing is simulated with asyncio sleeps.
+Server logic: the sim's data plane opens the socket (in the pod's network namespace) and runs
+``asyncio.start_server(server.handle, sock=sock)``; in a container of its own (`gpupoc standin`, a real cluster's
+model server without a GPU) `serve` listens on every address of the pod. Timing is simulated with asyncio sleeps.
 """
 
 from __future__ import annotations
@@ -436,6 +437,24 @@ class ModelServer:
         error = {"message": message, "type": kind if kind.endswith("Error") else kind + "Error",
                  "param": None, "code": status}
         await self._json(writer, status, {"error": error}, keep_alive, headers)
+
+
+def spec_from_settings(port: int, model: str, settings: Mapping[str, str], pod: str = "standin",
+                       namespace: str = "") -> ServerSpec:
+    """A stand-in's spec from command-line settings ("ttft" -> "40ms": the pod annotations' names, unprefixed)."""
+    annotations = {**{PREFIX + key: value for key, value in settings.items()}, MODEL: model, PORT: str(port)}
+    return spec_from_pod(pod, namespace, annotations, {})
+
+
+async def serve(spec: ServerSpec, stop: asyncio.Event) -> None:
+    """Serve `spec` on every address of this host (IPv4 and IPv6) until `stop` is set (a SIGTERM: the pod ends)."""
+    server = ModelServer(spec)
+    listener = await asyncio.start_server(server.handle, host=None, port=spec.port)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        listener.close()
 
 
 async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:

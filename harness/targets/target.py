@@ -30,10 +30,11 @@ class Features:
     audit_log_file: bool     # the API server's audit log is a file the harness reads
     runner_is_admin: bool    # the runner set the cluster up: its permissions are not reviewed, destructive steps run
     creates_queue_model: bool  # the reference queue model may be created (a cluster of its own otherwise keeps its own)
+    runs_sim_workloads: bool = False  # its nodes run the sim's images and read its annotations (kwok, the data plane)
 
 
 SIM_FEATURES = Features(simulated_gpus=True, own_processes=True, adds_nodes=True, audit_log_file=True,
-                        runner_is_admin=True, creates_queue_model=True)
+                        runner_is_admin=True, creates_queue_model=True, runs_sim_workloads=True)
 
 
 def features_of(kind: str, context: str) -> Features:

@@ -70,7 +70,7 @@ def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, s
     files, flags = audit_source(target)
     own = Workloads(target.api, ALL["default"], gpupoc_config.run_id, request.node.nodeid,
                     queue_model.timeouts.delete, target.seam.as_tenant if queue_model.submit_as == "tenant" else None,
-                    simulated=True)
+                    simulated=True, workload_spec=queue_model.workloads)
     try:
         job = GangJob(own.job_name("audited"), queue_model.tenants[0], 1, 1, run_for_s=1)
         own.submit(job)

@@ -23,7 +23,8 @@ from harness.config.options import RunConfig
 from harness.criteria.governance import quota
 from harness.criteria.governance.quota import CRITERION
 from harness.jobs.system import JobSystem
-from harness.cluster.manifests import labelled
+from harness.cluster.manifests import dressed, labelled
+from harness.config.workloads import TRAIN_CONTAINER
 from harness.config.profile import Profile
 from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
@@ -89,12 +90,12 @@ def test_gpu_resource_quota_refuses_at_creation(target: Target, queue_model: Pro
                     "metadata": {"name": quota_name, "namespace": tenant.namespace},
                     "spec": {"hard": {f"requests.{queue_model.gpu.resource}": str(allowed)}}}],
                   gpupoc_config.run_id, "governance-quota")
-    pod = labelled([{"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": f"over-quota-{tag}", "namespace": tenant.namespace},
-                     "spec": {"restartPolicy": "Never", "containers": [{
-                         "name": "train", "image": "sim/trainer:1",
-                         "resources": {"limits": {queue_model.gpu.resource: str(allowed + 1)}}}]}}],
-                   gpupoc_config.run_id, "governance-quota")
+    pod = dressed(labelled([{"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": f"over-quota-{tag}", "namespace": tenant.namespace},
+                             "spec": {"restartPolicy": "Never", "containers": [{
+                                 "name": TRAIN_CONTAINER, "image": "",
+                                 "resources": {"limits": {queue_model.gpu.resource: str(allowed + 1)}}}]}}],
+                           gpupoc_config.run_id, "governance-quota"), queue_model.workloads)
     apply_objects(target.api, rq)
     try:
         quota_seen = wait_for_quota_status(core, tenant.namespace, quota_name)

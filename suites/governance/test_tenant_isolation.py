@@ -33,7 +33,9 @@ from harness.jobs.system import JobSystem
 from harness.config.profile import Profile, Tenant
 from harness.run import collect as record
 from harness.record.evidence import Evidence
+from harness.cluster.manifests import dressed
 from harness.cluster.seam import install, service_account_user
+from harness.config.workloads import TRAIN_CONTAINER, WorkloadSpec
 from harness.targets.target import Target
 from suites.governance.common import held_reason, started_within
 from suites.training.common import require
@@ -167,7 +169,8 @@ def cross_tenant_actions(me: Tenant, other: Tenant) -> list[Action]:
     return actions
 
 
-def attempts_of(target: Target, me: Tenant, other: Tenant, mine: client.ApiClient) -> list[iso.Attempt]:
+def attempts_of(target: Target, me: Tenant, other: Tenant, mine: client.ApiClient,
+                workloads: WorkloadSpec) -> list[iso.Attempt]:
     dynamic = DynamicClient(target.api)
     result = []
     for action in cross_tenant_actions(me, other):
@@ -186,9 +189,10 @@ def attempts_of(target: Target, me: Tenant, other: Tenant, mine: client.ApiClien
         action = Action(verb, "rbac.authorization.k8s.io", resource, None, name)
         result.append(iso.Attempt(me.name, f"{verb} clusterrole {name}", REFUSED, review(target.api, me, action),
                                   NOT_APPLICABLE, "review only: the real request is the role/rolebinding create"))
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": PROBE, "namespace": me.namespace},
-           "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "probe", "image": "sim/trainer:1"}]}}}}
+    job = dressed([{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": PROBE, "namespace": me.namespace},
+                    "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                                   "containers": [{"name": TRAIN_CONTAINER, "image": ""}]}}}}],
+                  workloads)[0]
     for action, body in ((Action("create", "batch", "jobs", me.namespace), job),
                          (Action("list", "", "pods", me.namespace), None)):
         outcome, answer = send(mine, action, served(dynamic, action.group, action.resource) or "v1", body=body)
@@ -208,7 +212,7 @@ def test_tenant_isolation(target: Target, queue_model: Profile, request: pytest.
         mine = tenant_client(target, me, lambda token: record.remember_value(request.config, token))
         for other in queue_model.tenants:
             if other is not me:
-                attempts += attempts_of(target, me, other, mine)
+                attempts += attempts_of(target, me, other, mine, queue_model.workloads)
     ev.note(f"{len(attempts)} attempts by {len(queue_model.tenants)} identities (review and real request each)")
     check_attempts(ev, attempts, "isolation matrix: who tried what, expected, got")
     ev.verdict()

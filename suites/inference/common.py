@@ -13,9 +13,10 @@ from kubernetes import client
 from harness.backends import Backend
 from harness.backends.base import SERVING
 from harness.criteria.inference.elasticity import unplaced
+from harness.cluster.manifests import dressed
 from harness.criteria.inference.service_discovery import published
 from harness.config.profile import Profile
-from harness.serving.service import APP_LABEL, SERVER_PORT, TRACK_LABEL, ModelService
+from harness.serving.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
 from harness.targets import sim
 from harness.targets.target import Target
 from harness.cluster.tracker import Objects, Tracker
@@ -24,7 +25,7 @@ from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
 
 __all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoint_slices", "wait_ready",
-           "is_ready", "scale", "SERVER_PORT", "roll_out"]
+           "is_ready", "scale", "PORT_NAME", "roll_out"]
 
 
 def traffic_for(target: Target, profile: Profile) -> Traffic:
@@ -105,7 +106,8 @@ def roll_out(workloads: Workloads, backend: Backend, new: ModelService) -> float
     """Replace the Deployment's pod template with `new` (a new version): a rolling update."""
     apps = client.AppsV1Api(workloads.client_for(new.tenant))
     current = apps.read_namespaced_deployment(new.name, new.namespace).spec.template.metadata.annotations or {}
-    template = new.deployment(backend.serving_pod(new.tenant))["spec"]["template"]
+    deployment = dressed([new.deployment(backend.serving_pod(new.tenant))], workloads.workload_spec)[0]
+    template = deployment["spec"]["template"]
     annotations = template["metadata"]["annotations"]
     annotations.update({key: None for key in current if key not in annotations})  # a merge patch keeps what it omits
     at = time.time()
@@ -116,8 +118,8 @@ def roll_out(workloads: Workloads, backend: Backend, new: ModelService) -> float
 def wait_routed(traffic: Traffic, slices: Tracker, service: ModelService, count: int, timeout_s: float) -> None:
     """Until the Service's EndpointSlices list `count` ready endpoints and kube-proxy has programmed them."""
     slices.wait_until(f"{count} ready endpoints of {service.app}",
-                      lambda objs: len(published(list(objs.values()), SERVER_PORT)) == count, timeout_s,
-                      describe=lambda objs: f"{len(published(list(objs.values()), SERVER_PORT))} ready endpoints")
+                      lambda objs: len(published(list(objs.values()), PORT_NAME)) == count, timeout_s,
+                      describe=lambda objs: f"{len(published(list(objs.values()), PORT_NAME))} ready endpoints")
     traffic.wait_programmed(time.time())
 
 

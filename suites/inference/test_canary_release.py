@@ -17,7 +17,7 @@ from harness.backends import Backend
 from harness.criteria.inference.canary_release import CRITERION, binomial_interval
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import SERVER_PORT, ModelService
+from harness.serving.service import PORT_NAME, ModelService
 from harness.criteria.inference.service_discovery import published
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -60,7 +60,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
         1 for p in objs.values() if (p["metadata"].get("labels") or {}).get("version") == bad.version and is_ready(p))
         == canary_replicas, profile.timeouts.admit)
     slices.wait_until(f"canary {bad.version} among the ready endpoints", lambda objs: bool(
-        _addresses(pods.objects, bad.version) & {addr for addr, *_ in published(list(objs.values()), SERVER_PORT)}),
+        _addresses(pods.objects, bad.version) & {addr for addr, *_ in published(list(objs.values()), PORT_NAME)}),
         profile.timeouts.admit)
     traffic.wait_programmed(time.time())
     analysis = traffic.probe(url, RATE, PHASE_S, probe_file(tmp_path, "analysis")).samples(60)
@@ -75,7 +75,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     tripped = scale(workloads, canary, 0)  # the rollback: the canary's replicas to 0
     canary_ips = _addresses(pods.objects, bad.version)
     slices.wait_until("no canary endpoint ready", lambda objs: not canary_ips & {
-        addr for addr, *_ in published(list(objs.values()), SERVER_PORT)}, profile.timeouts.admit)
+        addr for addr, *_ in published(list(objs.values()), PORT_NAME)}, profile.timeouts.admit)
     ev.expect("rollback_within_s", round(traffic.wait_programmed(time.time()) - tripped, 3))
     after = traffic.probe(url, RATE, PHASE_S, probe_file(tmp_path, "after")).samples(60)
     ev.expect("max_canary_after_rollback", sum(1 for a in after if a.version == bad.version))

@@ -16,7 +16,7 @@ from harness.backends import Backend
 from harness.criteria.inference.rolling_release import CRITERION, per_second, seconds_below, success_rate
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import SERVER_PORT, ModelService
+from harness.serving.service import PORT_NAME, ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from harness.criteria.inference.service_discovery import published
@@ -34,14 +34,14 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     traffic = traffic_for(target, profile)
     stable = ModelService(workloads.job_name("llm-roll"), profile.tenants[0], replicas=REPLICAS,
                           server={"load-time": "1s"})
-    new = stable.but(version="v2", image="sim/vllm:0.10", ready_gate=gated)
+    new = stable.but(version="v2", ready_gate=gated)
     slices = endpoint_slices(workloads, stable)
     deploy(workloads, backend, stable)
     wait_ready(workloads, stable, REPLICAS, profile.timeouts.admit)
     ready_points: list[tuple[float, int]] = []
 
     def count(_event: str, _obj: dict[str, Any]) -> None:
-        ready_points.append((time.time(), len(published(list(slices.objects.values()), SERVER_PORT))))
+        ready_points.append((time.time(), len(published(list(slices.objects.values()), PORT_NAME))))
 
     slices.on_event(count)
     count("", {})

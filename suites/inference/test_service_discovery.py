@@ -16,7 +16,7 @@ from harness.backends import Backend
 from harness.criteria.inference.service_discovery import CRITERION, Convergence, expected, published
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import SERVER_PORT, ModelService
+from harness.serving.service import PORT_NAME, ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, endpoint_slices, of, require, scale, traffic_for, wait_ready
@@ -35,7 +35,7 @@ def discovery_run(backend: Backend, workloads: Workloads, profile: Profile, targ
 
     def compare(_event: str, _obj: dict[str, Any]) -> None:
         convergence.observe(time.time() - started, expected(of(service, dict(pods.objects))),
-                            published(list(slices.objects.values()), SERVER_PORT))
+                            published(list(slices.objects.values()), PORT_NAME))
         slices.poke()  # the wait below reads the comparison, whichever watch saw the change
 
     pods.on_event(compare)

@@ -23,8 +23,6 @@ from harness.targets.target import Target
 from harness.jobs.system import JobSystem
 from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
 
-LOW, HIGH = "gpupoc-low", "gpupoc-high"
-
 
 def counter(prometheus: Prometheus, promql: str) -> float:
     samples = prometheus.instant(promql)
@@ -32,11 +30,14 @@ def counter(prometheus: Prometheus, promql: str) -> float:
 
 
 def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profile: Profile,
-                   prometheus: Prometheus, ev: Evidence, high_class: str = HIGH) -> None:
+                   prometheus: Prometheus, ev: Evidence) -> None:
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
-    fillers = [GangJob(workloads.job_name(f"low-{i}"), tenant, 1, per_node, priority_class=LOW, run_for_s=LONG_RUN_S,
-                       max_retries=6) for i in range(gpu_nodes(workloads, profile))]
-    urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, priority_class=high_class, run_for_s=LONG_RUN_S)
+    priorities = profile.workloads.pod_defaults  # the reference model's priority classes, or the cluster's own
+    fillers = [GangJob(workloads.job_name(f"low-{i}"), tenant, 1, per_node,
+                       priority_class=priorities.low_priority_class, run_for_s=LONG_RUN_S, max_retries=6)
+               for i in range(gpu_nodes(workloads, profile))]
+    urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, priority_class=priorities.high_priority_class,
+                     run_for_s=LONG_RUN_S)
     counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.kind)
     preemption = backend.preemption_counter()
     before = counter(prometheus, preemption.promql) if preemption and not counter_lacking else 0.0

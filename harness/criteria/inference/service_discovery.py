@@ -33,11 +33,12 @@ def expected(pods: list[dict[str, Any]]) -> set[Endpoint]:
             and (p.get("status") or {}).get("podIP")}
 
 
-def published(slices: list[dict[str, Any]], port: int) -> set[Endpoint]:
-    """What the EndpointSlices say is ready to receive traffic on `port` (the ready endpoints)."""
+def published(slices: list[dict[str, Any]], port: int | str) -> set[Endpoint]:
+    """What the EndpointSlices say is ready to receive traffic on `port` (a number, or the Service port's name: the
+    number behind it is the profile's model server's) (the ready endpoints)."""
     found: set[Endpoint] = set()
     for endpoint_slice in slices:
-        if port not in {p.get("port") for p in endpoint_slice.get("ports") or []}:
+        if port not in {p.get("name" if isinstance(port, str) else "port") for p in endpoint_slice.get("ports") or []}:
             continue
         for endpoint in endpoint_slice.get("endpoints") or []:
             conditions = endpoint.get("conditions") or {}

@@ -1,0 +1,109 @@
+"""What a cluster runs for the suites: the profile's `workloads:` section (images, commands, pod defaults).
+
+The suites describe workloads abstractly (a gang of N pods x G GPUs for T seconds, a model service of R replicas);
+these are the concrete parts a cluster needs and only its owner knows: which image a training member runs, which
+model server answers, which image has `nvidia-smi`, and what every pod must carry to be admitted (tolerations of
+tainted GPU nodes, a node selector, pull secrets, a runtime class, a security context, the priority classes).
+
+The defaults are the sim's (images named `sim/...`, which only the sim's kwok nodes and data plane understand);
+a profile for a real cluster names its own, and the preflight refuses a `sim/` image on any other target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SIM_IMAGE_PREFIX = "sim/"
+SIM_ANNOTATION_PREFIX = "sim.gpupoc.io/"
+RUN_FOR_ANNOTATION = SIM_ANNOTATION_PREFIX + "run-for"  # kwok ends a member's pod after this long (the sim's stage)
+MODEL_ANNOTATION = SIM_ANNOTATION_PREFIX + "model"  # the model a serving pod serves (the sim's stand-in reads it)
+TRAIN_CONTAINER, SERVER_CONTAINER = "train", "server"  # the containers a workload's spec fills in, by name
+# A training member exits with the code in this annotation of its own pod (read through the downward API): a real
+# non-zero exit, chosen by the case, that the Job's own retry policy acts on, on any cluster.
+EXIT_REQUEST_ANNOTATION = "gpupoc.io/exit-code"
+PODINFO_VOLUME, PODINFO_DIR = "gpupoc-podinfo", "/etc/gpupoc"
+RESTRICTED, NO_SECURITY_CONTEXT = "restricted", "none"
+NOBODY = 65534
+
+# Runs for the job's duration ({run_for_s}, whole seconds), exits with the requested code once asked, logs each step.
+TRAINER_SCRIPT = (
+    'echo "gpupoc trainer $HOSTNAME: running for {run_for_s}s"; end=$(( $(date +%s) + {run_for_s} )); '
+    'while [ "$(date +%s)" -lt "$end" ]; do '
+    f'code=$(sed -n \'s/^{EXIT_REQUEST_ANNOTATION.replace("/", "[/]")}="\\([0-9]*\\)"$/\\1/p\' '
+    f'{PODINFO_DIR}/annotations 2>/dev/null); '
+    'if [ -n "$code" ]; then echo "gpupoc trainer $HOSTNAME: exiting with $code as asked"; exit "$code"; fi; '
+    'sleep 1; done; echo "gpupoc trainer $HOSTNAME: done"')
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """A training member: `command` (with {run_for_s}) runs for the job's duration and honours an exit request."""
+
+    image: str = "sim/trainer:1"
+    command: tuple[str, ...] = ("sh", "-c", TRAINER_SCRIPT)
+
+    def command_for(self, run_for_s: float) -> list[str]:
+        seconds = str(max(1, math.ceil(run_for_s)))
+        return [part.replace("{run_for_s}", seconds) for part in self.command]
+
+
+@dataclass(frozen=True)
+class ModelServer:
+    """A model server: `args` (with {model}, {port} and {version}: what the pod serves) start it; it answers `readiness_path` once loaded and
+    exports vLLM's metrics on `metrics_path`. The sim's default asks the sim's data plane for a stand-in."""
+
+    image: str = "sim/vllm:0.9"
+    args: tuple[str, ...] = ()
+    port: int = 8000
+    readiness_path: str = "/health"
+    metrics_path: str = "/metrics"
+
+    def args_for(self, model: str, version: str) -> list[str]:
+        return [a.replace("{model}", model).replace("{port}", str(self.port)).replace("{version}", version)
+                for a in self.args]
+
+
+@dataclass(frozen=True)
+class PodDefaults:
+    """What every pod the suites submit carries, for the cluster to admit and place it."""
+
+    tolerations: tuple[dict[str, Any], ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+    runtime_class_name: str | None = None
+    security: str = RESTRICTED   # Pod Security `restricted` by default: non-root, no escalation, no capabilities
+    run_as_user: int = NOBODY
+    low_priority_class: str = "gpupoc-low"
+    high_priority_class: str = "gpupoc-high"
+
+    def security_contexts(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the pod's, each container's) securityContext; empty where the profile asks for none."""
+        if self.security == NO_SECURITY_CONTEXT:
+            return {}, {}
+        return ({"runAsNonRoot": True, "runAsUser": self.run_as_user, "seccompProfile": {"type": "RuntimeDefault"}},
+                {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}})
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    trainer: Trainer = field(default_factory=Trainer)
+    model_server: ModelServer = field(default_factory=ModelServer)
+    gpu_probe_image: str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
+    # A RayJob's head and workers: KubeRay starts Ray in them itself (`ray start`), so the image must have Ray.
+    ray_image: str = "sim/trainer:1"
+    pod_defaults: PodDefaults = field(default_factory=PodDefaults)
+    # The pods carry the sim's annotations (how long kwok runs a member, the data plane's stand-in); a real
+    # cluster's pods never do.
+    sim_annotations: bool = True
+
+    def sim_only(self) -> list[tuple[str, str]]:
+        """(profile field, value) of everything only the sim can run: what a real target must not receive."""
+        images = [("workloads.trainer.image", self.trainer.image),
+                  ("workloads.model_server.image", self.model_server.image),
+                  ("workloads.gpu_probe.image", self.gpu_probe_image), ("workloads.ray.image", self.ray_image)]
+        found = [(name, image) for name, image in images if image.startswith(SIM_IMAGE_PREFIX)]
+        if self.sim_annotations:
+            found.append(("workloads.sim_annotations", "true"))
+        return found
