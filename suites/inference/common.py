@@ -14,6 +14,7 @@ from harness.backends import Backend
 from harness.backends.base import SERVING
 from harness.criteria.inference.elasticity import unplaced
 from harness.cluster.manifests import dressed
+from harness.cluster.refusals import not_created, not_started
 from harness.criteria.inference.service_discovery import published
 from harness.config.profile import Profile
 from harness.serving.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
@@ -82,11 +83,17 @@ def wait_ready(workloads: Workloads, service: ModelService, count: int, timeout_
         return len(ready_pods(service, objs, track)) == count and len(of(service, objs, track)) == count
 
     def stuck(objs: Objects) -> str | None:
-        """Pods it waits for that the scheduler has refused for a while (while scaling in, those are the ones going)."""
-        lost = unplaced(of(service, objs, track),
-                        since_before=datetime.now(timezone.utc) - timedelta(seconds=REFUSED_FOR_S))
-        waiting_for_them = len(of(service, objs, track)) <= count
-        return f"{len(lost)} pod(s) cannot be placed: {next(iter(lost.values()))}" if lost and waiting_for_them else None
+        """Pods it waits for that the scheduler has refused for a while (while scaling in, those are the ones going),
+        that a kubelet cannot start, or that the platform refused to create (Pod Security, a quota, a webhook)."""
+        mine = of(service, objs, track)
+        since_before = datetime.now(timezone.utc) - timedelta(seconds=REFUSED_FOR_S)
+        lost = unplaced(mine, since_before=since_before)
+        waiting_for_them = len(mine) <= count
+        if lost and waiting_for_them:
+            return f"{len(lost)} pod(s) cannot be placed: {next(iter(lost.values()))}"
+        if len(mine) < count:
+            return not_created(workloads.api, service.namespace, f"{service.name}-", since_before)
+        return not_started(mine)
 
     pods.wait_until(f"{count} Ready pod(s) of {service.app}", settled, timeout_s, failed=stuck,
                     describe=lambda objs: f"{len(ready_pods(service, objs, track))} Ready of "

@@ -4,7 +4,9 @@ matrix (Volcano, KAI) is `make poc`'s job. The probe runs where it must: inside 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -29,13 +31,18 @@ from suites.inference.test_elasticity import autoscale_run
 from suites.inference.test_latency import latency_run
 from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
+from harness.config.profile import load_profile
 from tests.suites.test_governance import suite
+from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant
 
+ENFORCE = "pod-security.kubernetes.io/enforce"
 CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscaling", "inference.rolling_release",
             "inference.canary_release", "inference.service_discovery", "inference.latency")
 
 
-def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient) -> None:
+def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient,
+                                                    restricted_serving_namespaces: None) -> None:
+    """Every serving pod meets Pod Security's restricted level: the tenants' serving namespaces enforce it."""
     result = suite("suites/inference", "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}")
     record = load_record(tmp_path / "inference" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
@@ -118,3 +125,33 @@ def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
         autoscale_run(backend, workloads, queue_model, target, ev, tmp_path, selector={"model_name": "no-such-model"})
         ev.verdict()
     assert any("FailedGetExternalMetric" in note or "no metrics returned" in note for note in ev.notes), ev.notes
+
+
+@pytest.fixture()
+def restricted_serving_namespaces(sim_api: client.ApiClient) -> Iterator[None]:
+    """The tenants' serving namespaces enforce Pod Security's `restricted` level (a common real-cluster setting)."""
+    core = client.CoreV1Api(sim_api)
+    namespaces = [t.inference_namespace for t in load_profile(SIM_PROFILE).tenants]
+    for name in namespaces:
+        core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: "restricted"}}})
+    try:
+        yield
+    finally:
+        for name in namespaces:
+            core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: None}}})
+
+
+def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(
+        tmp_path: Path, restricted_serving_namespaces: None) -> None:
+    """A profile whose pods ask for no security context, in a namespace that enforces `restricted`: the API server
+    refuses the ReplicaSet's pods, and the case ends at once as an ERROR naming the refusal (never a timeout)."""
+    def no_security_context(data: dict[str, Any]) -> None:
+        data.setdefault("workloads", {})["pod_defaults"] = {"security": "none"}
+
+    result = suite("suites/inference/test_cold_start.py", "--backends=default", "--run-id=refused",
+                   f"--reports-dir={tmp_path}", f"--profile={profile_variant(tmp_path, no_security_context)}")
+    record = load_record(tmp_path / "refused" / "record.json")
+    assert [r.outcome for r in record.results] == ["ERROR"], result.stdout[-3000:]
+    message = record.results[0].message
+    assert "could not create its pods" in message and 'violates PodSecurity "restricted:latest"' in message, message
+    assert "not done after" not in message, message

@@ -1,0 +1,47 @@
+"""Why the platform refuses the work: what a controller could not create, and what a kubelet could not start.
+
+A real cluster refuses pods for reasons of its own (Pod Security admission, a ResourceQuota, a LimitRange, an
+admission webhook, an image it cannot pull). A wait for pods that never come ends early with that reason, read
+from the controller's and the kubelet's own facts (FailedCreate events of a ReplicaSet or Job, the pods' waiting
+reasons), instead of timing out with "not done after 120s". The run could not be made: an ERROR, with the reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+# A container waiting for one of these will not start by waiting longer.
+STUCK_WAITING = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                 "CreateContainerError", "RunContainerError", "CrashLoopBackOff")
+
+
+def not_started(pods: list[dict[str, Any]]) -> str | None:
+    """Pure: the first pod whose container waits for a reason that waiting will not end, with the kubelet's
+    message, e.g. "pod p: container train: ImagePullBackOff (Back-off pulling image "x")"."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in STUCK_WAITING:
+                message = str(waiting.get("message") or "").strip()[:300]
+                return (f"pod {pod['metadata']['name']}: container {container.get('name')}: {waiting['reason']}"
+                        + (f" ({message})" if message else ""))
+    return None
+
+
+def not_created(api: client.ApiClient, namespace: str, owner_prefix: str, since_before: datetime) -> str | None:
+    """A ReplicaSet in `namespace` whose name starts with `owner_prefix` (a Deployment's) that has failed to create
+    its pods since before `since_before` (its ReplicaFailure condition, which the ReplicaSet controller clears once a
+    pod is created: a refusal of a moment, a webhook's cache behind, is not one), with the API server's answer."""
+    for replica_set in client.AppsV1Api(api).list_namespaced_replica_set(namespace).items:
+        if not (replica_set.metadata.name or "").startswith(owner_prefix):
+            continue
+        for condition in (replica_set.status.conditions or []) if replica_set.status else []:
+            if (condition.type == "ReplicaFailure" and condition.status == "True"
+                    and condition.last_transition_time and condition.last_transition_time < since_before):
+                return (f"ReplicaSet {replica_set.metadata.name} could not create its pods: "
+                        f"{(condition.message or condition.reason or '').strip()[:600]}")
+    return None
