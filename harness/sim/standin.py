@@ -1,17 +1,23 @@
 """A vLLM stand-in for the sim's serving pods: OpenAI-compatible completions, /health and vLLM's metrics.
 
 Server logic: the sim's data plane opens the socket (in the pod's network namespace) and runs
-``asyncio.start_server(server.handle, sock=sock)``; in a container of its own (`gpupoc standin`, a real cluster's
-model server without a GPU) `serve` listens on every address of the pod. Timing is simulated with asyncio sleeps.
+``asyncio.start_server(server.handle, sock=sock)``. In a container of its own, a model server without a GPU
+(`gpupoc standin` in the harness's image, or `python3 -m harness.sim.standin` in the sim's real nodes' image: this
+module needs nothing but the standard library), `main` listens on every address of the pod until SIGTERM. Timing
+is simulated with asyncio sleeps.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
+import os
 import random
 import re
+import signal
+import sys
 import time
 from bisect import bisect_left
 from collections import deque
@@ -439,22 +445,54 @@ class ModelServer:
         await self._json(writer, status, {"error": error}, keep_alive, headers)
 
 
-def spec_from_settings(port: int, model: str, settings: Mapping[str, str], pod: str = "standin",
-                       namespace: str = "") -> ServerSpec:
-    """A stand-in's spec from command-line settings ("ttft" -> "40ms": the pod annotations' names, unprefixed)."""
-    annotations = {**{PREFIX + key: value for key, value in settings.items()}, MODEL: model, PORT: str(port)}
-    return spec_from_pod(pod, namespace, annotations, {})
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """The stand-in's command line (`gpupoc standin`, `python3 -m harness.sim.standin`)."""
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model", default="sim-llm", help="the model name it answers for (default: %(default)s)")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="its latency model, as the sim's pod annotations name it: version=v2, load-time=2s, "
+                             "ttft=40ms, itl=10ms, max-num-seqs=16, error-rate=0, output-tokens=32")
 
 
-async def serve(spec: ServerSpec, stop: asyncio.Event) -> None:
-    """Serve `spec` on every address of this host (IPv4 and IPv6) until `stop` is set (a SIGTERM: the pod ends)."""
+def spec_from_arguments(args: argparse.Namespace) -> ServerSpec:
+    """ValueError names a bad setting."""
+    annotations = {MODEL: args.model, PORT: str(args.port)}
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. ttft=40ms")
+        annotations[PREFIX + key.strip()] = value.strip()
+    return spec_from_pod(os.environ.get("HOSTNAME", "standin"), os.environ.get("POD_NAMESPACE", ""), annotations, {})
+
+
+async def serve(spec: ServerSpec) -> None:
+    """Serve `spec` on every address of this host (IPv4 and IPv6) until SIGTERM or SIGINT (the pod ends)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     server = ModelServer(spec)
     listener = await asyncio.start_server(server.handle, host=None, port=spec.port)
+    print(f"gpupoc stand-in: {spec.model} (version {spec.version}) on port {spec.port}, /health after "
+          f"{spec.load_time_s:g}s; simulated: no GPU, no model", flush=True)
     try:
         await stop.wait()
     finally:
         server.close()
         listener.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="standin", description="gpupoc's vLLM stand-in: a model server without a GPU")
+    arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        spec = spec_from_arguments(args)
+    except ValueError as exc:
+        print(f"standin: error: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(spec))
+    return 0
 
 
 async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
@@ -542,3 +580,7 @@ def _count_words(value: object, what: str) -> int:
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,9 +8,6 @@ that only needs to know whether the run is on the sim asks its `Target`.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +35,7 @@ __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUC
            "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
            "prometheus_url", "remove_nodes", "restart_component", "simulated_node_names",
-           "serve_model_server_standin", "slurm_apply_reference_model", "slurm_ranking_from_zero", "slurm_site",
+           "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero", "slurm_site",
            "start_component",
            "started_with_extra_args", "status", "stop_component", "up", "wait_nodes_ready"]
 
@@ -107,20 +104,11 @@ def _gpu_type_of(conf: Path) -> str:
     return ""
 
 
-def serve_model_server_standin(port: int, model: str, settings: dict[str, str],
-                               say: Callable[[str], None] = print) -> None:
+
+standin_arguments = _standin.arguments
+
+
+def serve_model_server_standin(args: Any) -> None:
     """The sim's vLLM stand-in as this process's one server (`gpupoc standin`, in a container of its own) until
     SIGTERM or SIGINT; a bad setting raises ValueError naming it."""
-    spec = _standin.spec_from_settings(port, model, settings, os.environ.get("HOSTNAME", "standin"),
-                                       os.environ.get("POD_NAMESPACE", ""))
-
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        say(f"gpupoc stand-in: {spec.model} (version {spec.version}) on port {spec.port}, /health after "
-            f"{spec.load_time_s:g}s; simulated: no GPU, no model")
-        await _standin.serve(spec, stop)
-
-    asyncio.run(run())
+    asyncio.run(_standin.serve(_standin.spec_from_arguments(args)))
