@@ -126,6 +126,7 @@ def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:
         elif container.get("name") == TRAIN_CONTAINER:
             container["image"] = workloads.trainer.image
             container["command"] = workloads.trainer.command_for(run_for_s)
+            _set_resources(container, workloads.trainer.cpu, workloads.trainer.memory)
             container.setdefault("volumeMounts", []).append({"name": PODINFO_VOLUME, "mountPath": PODINFO_DIR,
                                                              "readOnly": True})
             spec.setdefault("volumes", []).append({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
@@ -155,6 +156,7 @@ def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:
 def _dress_server(container: dict[str, Any], workloads: WorkloadSpec, model: str, version: str) -> None:
     server = workloads.model_server
     container["image"] = server.image
+    _set_resources(container, server.cpu, server.memory)
     if server.args:
         container["args"] = server.args_for(model, version)
     for port in container.get("ports") or []:
@@ -162,6 +164,13 @@ def _dress_server(container: dict[str, Any], workloads: WorkloadSpec, model: str
     probe = (container.get("readinessProbe") or {}).get("httpGet")
     if probe is not None:
         probe.update({"path": server.readiness_path, "port": server.port})
+
+
+def _set_resources(container: dict[str, Any], cpu: str, memory: str) -> None:
+    """CPU and memory requested and limited alike (the GPUs a case asks for stay)."""
+    resources = container.setdefault("resources", {})
+    for kind in ("requests", "limits"):
+        resources.setdefault(kind, {}).update({"cpu": cpu, "memory": memory})
 
 
 def exit_request(code: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Thresholds are data: suites read them from here and contain no threshold literal
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,13 +228,21 @@ def _image(f: _Fields, default: str) -> str:
     return image
 
 
+def _quantity(f: _Fields, key: str, default: str) -> str:
+    value = f.get(key, (str, int, float), default)
+    text = str(value)
+    if not re.fullmatch(r"\d+(\.\d+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?", text):
+        raise f.fail(key, f"must be a Kubernetes quantity such as 500m, 1, 512Mi or 2Gi, got {value!r}")
+    return text
+
+
 def _workloads(f: _Fields) -> WorkloadSpec:
     f.only(("trainer", "model_server", "gpu_probe", "ray", "pod_defaults", "sim_annotations"))
     base = WorkloadSpec()
     trainer = f.optional("trainer")
-    trainer.only(("image", "command"))
+    trainer.only(("image", "command", "cpu", "memory"))
     server = f.optional("model_server")
-    server.only(("image", "args", "port", "readiness_path", "metrics_path"))
+    server.only(("image", "args", "port", "readiness_path", "metrics_path", "cpu", "memory"))
     probe, ray = f.optional("gpu_probe"), f.optional("ray")
     probe.only(("image",))
     ray.only(("image",))
@@ -258,11 +267,14 @@ def _workloads(f: _Fields) -> WorkloadSpec:
     if not command:
         raise trainer.fail("command", "must name a command (a member runs it for the job's duration)")
     return WorkloadSpec(
-        trainer=Trainer(_image(trainer, base.trainer.image), command),
+        trainer=Trainer(_image(trainer, base.trainer.image), command, _quantity(trainer, "cpu", base.trainer.cpu),
+                        _quantity(trainer, "memory", base.trainer.memory)),
         model_server=ModelServer(_image(server, base.model_server.image),
                                  _strings(server, "args") if "args" in server.data else base.model_server.args, port,
                                  server.get("readiness_path", str, base.model_server.readiness_path),
-                                 server.get("metrics_path", str, base.model_server.metrics_path)),
+                                 server.get("metrics_path", str, base.model_server.metrics_path),
+                                 _quantity(server, "cpu", base.model_server.cpu),
+                                 _quantity(server, "memory", base.model_server.memory)),
         gpu_probe_image=_image(probe, base.gpu_probe_image), ray_image=_image(ray, base.ray_image),
         pod_defaults=PodDefaults(
             tolerations=tuple(tolerations), node_selector={k: selector.get(k, str) for k in selector.data},

@@ -43,6 +43,8 @@ class Trainer:
 
     image: str = "sim/trainer:1"
     command: tuple[str, ...] = ("sh", "-c", TRAINER_SCRIPT)
+    cpu: str = "1"          # requested and limited, beside its GPUs
+    memory: str = "1Gi"
 
     def command_for(self, run_for_s: float) -> list[str]:
         seconds = str(max(1, math.ceil(run_for_s)))
@@ -59,6 +61,8 @@ class ModelServer:
     port: int = 8000
     readiness_path: str = "/health"
     metrics_path: str = "/metrics"
+    cpu: str = "1"
+    memory: str = "2Gi"
 
     def args_for(self, model: str, version: str) -> list[str]:
         return [a.replace("{model}", model).replace("{port}", str(self.port)).replace("{version}", version)

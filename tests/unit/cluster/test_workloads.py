@@ -85,6 +85,11 @@ def test_a_member_runs_for_its_duration_and_exits_when_asked() -> None:
     assert container["volumeMounts"] == [{"name": "gpupoc-podinfo", "mountPath": PODINFO_DIR, "readOnly": True}]
     assert pod["spec"]["volumes"][0]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == "metadata.annotations"
     assert exit_request(3) == {"metadata": {"annotations": {EXIT_REQUEST_ANNOTATION: "3"}}}
+    small = replace(KIND.workloads, trainer=replace(KIND.workloads.trainer, cpu="100m", memory="64Mi"))
+    resources = dressed(ALL["default"].manifests(job), small)[0]["spec"]["template"]["spec"]["containers"][0][
+        "resources"]
+    assert resources == {"requests": {"cpu": "100m", "memory": "64Mi"},
+                         "limits": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": "1"}}
 
 
 def test_every_pod_meets_pod_security_restricted_and_gets_the_pod_defaults() -> None:
@@ -131,6 +136,7 @@ def test_the_preflight_refuses_the_sims_images_elsewhere_naming_the_field() -> N
     ({"pod_defaults": {"priority_classes": {"urgent": "x"}}}, "workloads.pod_defaults.priority_classes.urgent: "
                                                               "unknown field"),
     ({"gpu": {}}, "workloads.gpu: unknown field"),
+    ({"trainer": {"cpu": "lots"}}, "workloads.trainer.cpu: must be a Kubernetes quantity"),
 ])
 def test_a_bad_workloads_section_is_named(section: dict[str, Any], message: str) -> None:
     import yaml
