@@ -75,9 +75,10 @@ def _signed(ca: KeyPair, directory: Path, name: str, common_name: str,
     return pair
 
 
-def make_serving_cert(ca: KeyPair, directory: Path, name: str, dns: tuple[str, ...] = ("localhost",)) -> KeyPair:
-    """A server certificate for 127.0.0.1 (and `dns`), signed by `ca`."""
-    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+def make_serving_cert(ca: KeyPair, directory: Path, name: str, dns: tuple[str, ...] = ("localhost",),
+                      ips: tuple[str, ...] = ("127.0.0.1",)) -> KeyPair:
+    """A server certificate for 127.0.0.1 (or `ips`) and `dns`, signed by `ca`."""
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
     sans += [x509.DNSName(d) for d in dns]
     return _signed(ca, directory, name, name, [x509.SubjectAlternativeName(sans),
                                                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])])

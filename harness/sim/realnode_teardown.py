@@ -28,6 +28,9 @@ CTR_TIMEOUT_S = 20.0
 CGROUP_EMPTY_WAIT_S = 5.0
 MNT_DETACH = 2
 CONTAINER_LOGS = Path("/var/log/containers")  # the kubelet's links to its pods' logs (a fixed path)
+CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each sandbox's CNI result (containerd 1.6: fixed)
+# The kubelet's device-plugin socket, at a fixed path whatever --root-dir says (pluginapi.KubeletSocket).
+KUBELET_FIXED = Path("/var/lib/kubelet")
 SHIM_SOCKETS = Path("/run/containerd/s")  # containerd 1.6 puts every shim's socket here, whatever its state dir
 _libc = ctypes.CDLL(None, use_errno=True)
 Say = Callable[[str], None]
@@ -38,21 +41,31 @@ def _ctr(socket: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=CTR_TIMEOUT_S)
 
 
-def delete_tasks(socket: str) -> int:
-    """Kill and delete every task of one containerd (while it runs); the number deleted."""
+def delete_tasks(socket: str) -> list[str]:
+    """Kill and delete every task of one containerd (while it runs); the ids deleted."""
     if not Path(socket).exists():
-        return 0
+        return []
     try:
         listed = _ctr(socket, "tasks", "ls", "-q")
     except subprocess.TimeoutExpired:
-        return 0
+        return []
     ids = listed.stdout.split() if listed.returncode == 0 else []
     for task in ids:
         try:
             _ctr(socket, "tasks", "delete", "--force", task)
         except subprocess.TimeoutExpired:
             pass
-    return len(ids)
+    return ids
+
+
+def remove_cni_results(container_ids: list[str]) -> None:
+    """libcni's cached results of the sandboxes killed without a CNI DEL (their files name the container id)."""
+    if not CNI_RESULTS.is_dir() or not container_ids:
+        return
+    for cached in CNI_RESULTS.iterdir():
+        if any(f"-{cid}-" in cached.name for cid in container_ids):
+            cached.unlink(missing_ok=True)
+    _remove_if_empty(CNI_RESULTS, CNI_RESULTS.parent)
 
 
 def mounts_under(root: Path) -> list[str]:
@@ -166,7 +179,8 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
             refused.append(f"kubelet of {node['name']} (pid {kubelet['pid']})")
         if containerd and procs.is_running(containerd["pid"], containerd["binary"]):
             deleted = delete_tasks(node["socket"])
-            say(f"  {node['name']}: deleted {deleted} container task(s)")
+            remove_cni_results(deleted)
+            say(f"  {node['name']}: deleted {len(deleted)} container task(s)")
             if not procs.stop(containerd["pid"], containerd["binary"]):
                 refused.append(f"containerd of {node['name']} (pid {containerd['pid']})")
         for pid in stray_shims(node["socket"]):
@@ -178,5 +192,7 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
     restore_sysctls(state.get("sysctls", {}))
     remove_log_links([Path(n["pod_logs"]) for n in state.get("nodes", [])])
     _remove_if_empty(SHIM_SOCKETS, SHIM_SOCKETS.parent)
+    (KUBELET_FIXED / "device-plugins" / "kubelet.sock").unlink(missing_ok=True)
+    _remove_if_empty(KUBELET_FIXED / "device-plugins", KUBELET_FIXED / "pki", KUBELET_FIXED)
     return refused
 

@@ -166,6 +166,8 @@ def kubelet_config(node: RealNode, layout: Layout, health_port: int) -> dict[str
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": str(layout.pki / "gpupoc-sim-ca.crt")}},
         "authorization": {"mode": "Webhook"},
+        # served with a certificate of the sim's CA for its node IP, which the API server verifies
+        "tlsCertFile": str(node.root / "pki" / "kubelet.crt"), "tlsPrivateKeyFile": str(node.root / "pki" / "kubelet.key"),
         "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
         "podLogsDir": str(node.pod_logs), "volumePluginDir": str(node.root / "volume-plugins"),
         "resolvConf": "",  # no cluster DNS in the sim; the host's resolv.conf is not the pods' business
@@ -184,8 +186,9 @@ def prepare(layout: Layout, ports: Ports, nodes: list[RealNode]) -> None:
     pki.make_client_cert(ca, layout.pki, KUBELET_CLIENT, KUBELET_CLIENT, groups=("system:masters",))
     server = f"https://127.0.0.1:{ports.apiserver}"  # the data plane's relay inside the namespace
     for node in nodes:
-        for sub in ("cni", "pod-logs", "kubelet", "volume-plugins"):
+        for sub in ("cni", "pod-logs", "kubelet", "volume-plugins", "pki"):
             (node.root / sub).mkdir(parents=True, exist_ok=True)
+        pki.make_serving_cert(ca, node.root / "pki", "kubelet", dns=(node.name,), ips=(node.ip,))
         cert = pki.make_client_cert(ca, layout.pki, f"kubelet-{node.name}", f"system:node:{node.name}",
                                     groups=("system:nodes",))
         files.write_kubeconfig(node.root / "kubelet.kubeconfig", cert_kubeconfig(server, ca.cert, cert))
@@ -216,6 +219,7 @@ def apiserver_args(layout: Layout) -> tuple[str, ...]:
     return (f"--egress-selector-config-file={layout.root / 'egress-selector.yaml'}",
             f"--kubelet-client-certificate={layout.pki / (KUBELET_CLIENT + '.crt')}",
             f"--kubelet-client-key={layout.pki / (KUBELET_CLIENT + '.key')}",
+            f"--kubelet-certificate-authority={layout.pki / 'gpupoc-sim-ca.crt'}",
             "--kubelet-preferred-address-types=InternalIP")  # the node IP, not a host name nobody resolves
 
 
@@ -249,6 +253,7 @@ def kubelet_component(node: RealNode, layout: Layout, ports: Ports, netns_name: 
     return Component(f"kubelet-{node.name}", (
         binary("kubelet"), f"--config={node.root / 'kubelet.yaml'}",
         f"--kubeconfig={node.root / 'kubelet.kubeconfig'}", f"--root-dir={node.kubelet_dir}",
+        f"--cert-dir={node.root / 'pki'}",  # not /var/lib/kubelet/pki, the default whatever the root directory
         f"--hostname-override={node.name}", f"--node-ip={node.ip}",
         f"--node-labels={','.join(f'{k}={v}' for k, v in sorted(labels.items()))}",
     ), f"http://127.0.0.1:{ports.real_node_health(node.index)}/healthz", ports.real_node_health(node.index),
