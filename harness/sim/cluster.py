@@ -151,7 +151,8 @@ def _real_node_state(real: list[realnodes.RealNode]) -> dict[str, Any]:
     """What `down` needs to leave nothing of the real nodes behind (realnode_teardown.py)."""
     return {"nodes": [{"name": n.name, "root": str(n.root), "socket": str(n.containerd_socket),
                        "pod_logs": str(n.pod_logs)} for n in real],
-            "cgroup_parent": real[0].cgroup_parent if real else None, "sysctls": realnodes.read_sysctls()}
+            "cgroup_parent": real[0].cgroup_parent if real else None, "sysctls": realnodes.read_sysctls(),
+            "dir": str(real[0].root.parent) if real else None}
 
 
 def _check_ports(components: list[Component], extra: dict[str, int]) -> None:
@@ -200,7 +201,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     if cfg.serving and cfg.nodes == 0:  # no pod to serve; kube-proxy would wait 30 s for a node of its own
         say("no nodes: the data plane (kube-proxy, model-server stand-ins, metrics adapter) is left out")
         cfg = dataclasses.replace(cfg, serving=False)
-    real = realnodes.real_nodes(lay, cfg.ports, cfg.real_nodes)
+    real = realnodes.real_nodes(cfg.ports, cfg.real_nodes)
     if real:
         realnodes.check_host(cfg.real_nodes)
     components = control_plane(lay, cfg.ports, realnodes.apiserver_args(lay) if real else ())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -60,12 +61,12 @@ def delete_tasks(socket: str) -> list[str]:
 
 def remove_cni_results(container_ids: list[str]) -> None:
     """libcni's cached results of the sandboxes killed without a CNI DEL (their files name the container id)."""
-    if not CNI_RESULTS.is_dir() or not container_ids:
+    if not CNI_RESULTS.is_dir():
         return
     for cached in CNI_RESULTS.iterdir():
         if any(f"-{cid}-" in cached.name for cid in container_ids):
             cached.unlink(missing_ok=True)
-    _remove_if_empty(CNI_RESULTS, CNI_RESULTS.parent)
+    _remove_if_empty(CNI_RESULTS, CNI_RESULTS.parent)  # containerd's CNI library makes them on the first pod
 
 
 def mounts_under(root: Path) -> list[str]:
@@ -192,6 +193,9 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
     restore_sysctls(state.get("sysctls", {}))
     remove_log_links([Path(n["pod_logs"]) for n in state.get("nodes", [])])
     _remove_if_empty(SHIM_SOCKETS, SHIM_SOCKETS.parent)
+    if state.get("dir") and not refused:  # nothing mounted there any more
+        shutil.rmtree(state["dir"], ignore_errors=True)
+        _remove_if_empty(Path(state["dir"]).parent)
     (KUBELET_FIXED / "device-plugins" / "kubelet.sock").unlink(missing_ok=True)
     _remove_if_empty(KUBELET_FIXED / "device-plugins", KUBELET_FIXED / "pki", KUBELET_FIXED)
     return refused

@@ -10,7 +10,9 @@ host's network:
   the kubelet (pods/log, exec, port-forward) through its `cluster` egress: an HTTP CONNECT proxy of the data plane
   on a unix socket, which dials node and pod addresses inside the namespace (harness/sim/dataplane.py);
 - its containerd (Debian's 1.6: no RuntimeConfig CRI call, so the kubelet keeps its own cgroupfs driver) has its
-  own root, state and socket under the sim's data directory and imports the images gpupoc builds (images.py);
+  own root, state and socket and imports the images gpupoc builds (images.py);
+- its files live under /var/lib/gpupoc/sim-<port base>/<node>, not under $GPUPOC_HOME: unix socket paths are limited
+  to 108 bytes, and the kubelet's and containerd's sockets sit deep below their directories;
 - its pods' cgroups sit under /gpupoc-<port base>/<node> of each cgroup v1 hierarchy (the kubelet's cgroupRoot).
 
 This module renders the files and describes the processes; realnode_teardown.py leaves nothing behind.
@@ -46,6 +48,7 @@ KUBELET_PORT = 10250
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 RUNC = Path("/usr/sbin/runc")
 CGROUP_FS = Path("/sys/fs/cgroup")
+NODES_ROOT = Path("/var/lib/gpupoc")
 # What a kubelet writes into the kernel on start (protectKernelDefaults: false); the sim puts the values back at down.
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys",
                    "kernel/keys/root_maxbytes")
@@ -97,8 +100,13 @@ class RealNode:
         return self.root / "kubelet"
 
 
-def real_nodes(layout: Layout, ports: Ports, count: int) -> list[RealNode]:
-    return [RealNode(i, layout.data / "real-nodes" / f"{NAME_PREFIX}{i}", ports.base) for i in range(count)]
+def nodes_dir(ports: Ports) -> Path:
+    """Every real node's files of one sim (removed whole by `sim down`)."""
+    return NODES_ROOT / f"sim-{ports.base}"
+
+
+def real_nodes(ports: Ports, count: int) -> list[RealNode]:
+    return [RealNode(i, nodes_dir(ports) / f"{NAME_PREFIX}{i}", ports.base) for i in range(count)]
 
 
 def check_host(count: int) -> None:
@@ -185,6 +193,7 @@ def prepare(layout: Layout, ports: Ports, nodes: list[RealNode]) -> None:
     ca = pki.KeyPair(layout.pki / "gpupoc-sim-ca.crt", layout.pki / "gpupoc-sim-ca.key")
     pki.make_client_cert(ca, layout.pki, KUBELET_CLIENT, KUBELET_CLIENT, groups=("system:masters",))
     server = f"https://127.0.0.1:{ports.apiserver}"  # the data plane's relay inside the namespace
+    shutil.rmtree(nodes_dir(ports), ignore_errors=True)
     for node in nodes:
         for sub in ("cni", "pod-logs", "kubelet", "volume-plugins", "pki"):
             (node.root / sub).mkdir(parents=True, exist_ok=True)
