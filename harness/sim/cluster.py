@@ -18,8 +18,8 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.core.errors import ConfigError, SimError
-from harness.sim import (files, images, nodes, pki, procs, realnode_teardown, realnodes, serving_stack as serving, stack,
-                         netns)
+from harness.sim import (files, images, nodes, pki, procs, realnode_teardown, realnodes, serving_stack as serving,
+                         stack, netns)
 from harness.core import paths
 from harness.sim.slurm import daemons as slurm
 from harness.sim.components import POD_CIDR, Component, Layout, control_plane
@@ -306,7 +306,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             for node in real:
                 images.import_into(node.containerd_socket, archives)
             say(f"  {'images imported':<28} {'':<11} after {time.monotonic() - started:5.1f}s")
-            start_together([realnodes.kubelet_component(n, lay, cfg.ports, netns_name, realnodes.node_labels({}))
+            start_together([realnodes.kubelet_component(n, cfg.ports, netns_name, realnodes.node_labels({}))
                             for n in real])
         if scheduler_components:
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port

@@ -232,7 +232,7 @@ class SimConfig:
     ports: Ports = field(default_factory=ports_from_env)
     schedulers: tuple[str, ...] = field(default_factory=schedulers_from_env)
     serving: bool = True  # the data plane: kube-proxy in the sim's namespace, model-server stand-ins, HPA metrics
-    real_nodes: int = 0  # nodes with a real kubelet, containerd and runc beside the kwok nodes (harness/sim/realnodes.py)
+    real_nodes: int = 0  # nodes with a real kubelet, containerd and runc beside kwok's (harness/sim/realnodes.py)
 
     def __post_init__(self) -> None:
         if self.nodes < 0:

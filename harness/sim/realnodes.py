@@ -175,7 +175,8 @@ def kubelet_config(node: RealNode, layout: Layout, health_port: int) -> dict[str
                            "x509": {"clientCAFile": str(layout.pki / "gpupoc-sim-ca.crt")}},
         "authorization": {"mode": "Webhook"},
         # served with a certificate of the sim's CA for its node IP, which the API server verifies
-        "tlsCertFile": str(node.root / "pki" / "kubelet.crt"), "tlsPrivateKeyFile": str(node.root / "pki" / "kubelet.key"),
+        "tlsCertFile": str(node.root / "pki" / "kubelet.crt"),
+        "tlsPrivateKeyFile": str(node.root / "pki" / "kubelet.key"),
         "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
         "podLogsDir": str(node.pod_logs), "volumePluginDir": str(node.root / "volume-plugins"),
         "resolvConf": "",  # no cluster DNS in the sim; the host's resolv.conf is not the pods' business
@@ -258,7 +259,7 @@ def containerd_component(node: RealNode, netns_name: str) -> Component:
                      f"unix://{node.containerd_socket}", 0, known_version=runtime_version(), netns=netns_name)
 
 
-def kubelet_component(node: RealNode, layout: Layout, ports: Ports, netns_name: str, labels: dict[str, str]) -> Component:
+def kubelet_component(node: RealNode, ports: Ports, netns_name: str, labels: dict[str, str]) -> Component:
     return Component(f"kubelet-{node.name}", (
         binary("kubelet"), f"--config={node.root / 'kubelet.yaml'}",
         f"--kubeconfig={node.root / 'kubelet.kubeconfig'}", f"--root-dir={node.kubelet_dir}",

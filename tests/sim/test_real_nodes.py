@@ -60,7 +60,8 @@ def wait_terminated(core: client.CoreV1Api, name: str, namespace: str) -> client
         waiting = statuses[0].state.waiting if statuses else None
         last = f"phase={pod.status.phase}" + (f", waiting: {waiting.reason} {waiting.message}" if waiting else "")
         time.sleep(0.5)
-    raise AssertionError(f"pod {namespace}/{name}: its container not terminated after {POD_TIMEOUT_S:.0f}s; last: {last}")
+    raise AssertionError(f"pod {namespace}/{name}: its container not terminated after {POD_TIMEOUT_S:.0f}s; "
+                         f"last: {last}")
 
 
 def test_a_pod_really_runs_on_a_real_node_and_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
