@@ -76,7 +76,7 @@ def prometheus_url() -> str:
 def _component_state(component: Component, pid: int) -> dict[str, Any]:
     """What the state file keeps of a started component: enough to probe it, stop it and start it again."""
     return {"pid": pid, "binary": component.binary, "argv": list(component.argv), "env": dict(component.env),
-            "netns": component.netns,
+            "netns": component.netns, "prefix": list(component.prefix),
             "port": component.port, "health_url": component.health_url,
             "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
             "version": component.version(), "stopped_by_user": False}
@@ -144,6 +144,7 @@ def _prepare_real_nodes(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNo
         realnodes.egress_socket(lay))))
     realnodes.add_addresses(serving.netns_name(cfg.ports), real)
     realnodes.make_cgroups(real)
+    realnodes.make_mount_namespaces(real)
     images.build([images.pause_spec(paths.bin_dir() / "gpupoc-pause"), images.trainer_spec()])
 
 
@@ -152,7 +153,8 @@ def _real_node_state(real: list[realnodes.RealNode]) -> dict[str, Any]:
     return {"nodes": [{"name": n.name, "root": str(n.root), "socket": str(n.containerd_socket),
                        "pod_logs": str(n.pod_logs)} for n in real],
             "cgroup_parent": real[0].cgroup_parent if real else None, "sysctls": realnodes.read_sysctls(),
-            "dir": str(real[0].root.parent) if real else None}
+            "dir": str(real[0].root.parent) if real else None,
+            "mount_namespaces": [str(n.mount_ns) for n in real]}
 
 
 def _check_ports(components: list[Component], extra: dict[str, int]) -> None:
@@ -391,7 +393,8 @@ def _as_component(name: str, comp: dict[str, Any]) -> Component:
     token = comp.get("health_token")
     return Component(name, tuple(comp.get("argv") or (comp["binary"],)), comp["health_url"], comp["port"],
                      bearer_token_file=Path(token) if token else None, known_version=comp.get("version"),
-                     env=tuple((comp.get("env") or {}).items()), netns=comp.get("netns"))
+                     env=tuple((comp.get("env") or {}).items()), netns=comp.get("netns"),
+                     prefix=tuple(comp.get("prefix") or ()))
 
 
 def stop_component(name: str, say: Say = print) -> None:
@@ -426,7 +429,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
                        "run `gpupoc sim down`, then `gpupoc sim up`")
     component = _as_component(name, comp)
     env = {**os.environ, **dict(component.env)} if component.env else None
-    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns)
+    pid = procs.start([*component.prefix, *component.argv], lay.log(name), env=env, netns_name=component.netns)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     try:

@@ -23,15 +23,14 @@ from typing import Any
 
 from harness.sim import procs
 from harness.sim.images import CRI_NAMESPACE
-from harness.sim.realnodes import cgroup_hierarchies
+from harness.sim.realnodes import KUBELET_FIXED, cgroup_hierarchies
 
 CTR_TIMEOUT_S = 20.0
 CGROUP_EMPTY_WAIT_S = 5.0
 MNT_DETACH = 2
 CONTAINER_LOGS = Path("/var/log/containers")  # the kubelet's links to its pods' logs (a fixed path)
 CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each sandbox's CNI result (containerd 1.6: fixed)
-# The kubelet's device-plugin socket, at a fixed path whatever --root-dir says (pluginapi.KubeletSocket).
-KUBELET_FIXED = Path("/var/lib/kubelet")
+
 SHIM_SOCKETS = Path("/run/containerd/s")  # containerd 1.6 puts every shim's socket here, whatever its state dir
 _libc = ctypes.CDLL(None, use_errno=True)
 Say = Callable[[str], None]
@@ -188,6 +187,10 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
             os.kill(pid, signal.SIGKILL)
             say(f"  {node['name']}: killed a stray shim (pid {pid})")
         refused += unmount_all(Path(node["root"]))
+    for mount_ns in state.get("mount_namespaces", []):  # the node's mounts go with the last of its processes
+        refused += unmount_all(Path(mount_ns))
+    if state.get("mount_namespaces"):
+        refused += unmount_all(Path(state["mount_namespaces"][0]).parent)
     if state.get("cgroup_parent"):
         refused += remove_cgroups(state["cgroup_parent"])
     restore_sysctls(state.get("sysctls", {}))
@@ -196,7 +199,6 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
     if state.get("dir") and not refused:  # nothing mounted there any more
         shutil.rmtree(state["dir"], ignore_errors=True)
         _remove_if_empty(Path(state["dir"]).parent)
-    (KUBELET_FIXED / "device-plugins" / "kubelet.sock").unlink(missing_ok=True)
-    _remove_if_empty(KUBELET_FIXED / "device-plugins", KUBELET_FIXED / "pki", KUBELET_FIXED)
+    _remove_if_empty(KUBELET_FIXED)  # the mount point of the nodes' own, made by `up` when it was not there
     return refused
 

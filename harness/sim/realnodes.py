@@ -13,7 +13,11 @@ host's network:
   own root, state and socket and imports the images gpupoc builds (images.py);
 - its files live under /var/lib/gpupoc/sim-<port base>/<node>, not under $GPUPOC_HOME: unix socket paths are limited
   to 108 bytes, and the kubelet's and containerd's sockets sit deep below their directories;
-- its pods' cgroups sit under /gpupoc-<port base>/<node> of each cgroup v1 hierarchy (the kubelet's cgroupRoot).
+- its pods' cgroups sit under /gpupoc-<port base>/<node> of each cgroup v1 hierarchy (the kubelet's cgroupRoot);
+- its processes (containerd, its shims, the kubelet) share a mount namespace of the node's own, as on a machine of
+  its own: there /var/lib/kubelet is the node's directory (the kubelet keeps its device-plugin socket and checkpoint
+  at that fixed path, whatever --root-dir says), and the mounts of its pods (root filesystems, volumes, /dev/shm,
+  their network namespaces) never show on the host; they go when the node's last process does.
 
 This module renders the files and describes the processes; realnode_teardown.py leaves nothing behind.
 """
@@ -32,7 +36,7 @@ import yaml
 from kubernetes import client
 
 from harness.cluster.apply import apply_objects
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, SimError
 from harness.sim import files, images, pki
 from harness.sim.components import Component, Layout, binary
 from harness.sim.config import Ports
@@ -49,6 +53,7 @@ CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 RUNC = Path("/usr/sbin/runc")
 CGROUP_FS = Path("/sys/fs/cgroup")
 NODES_ROOT = Path("/var/lib/gpupoc")
+KUBELET_FIXED = Path("/var/lib/kubelet")  # bound to the node's own directory inside its mount namespace
 # What a kubelet writes into the kernel on start (protectKernelDefaults: false); the sim puts the values back at down.
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys",
                    "kernel/keys/root_maxbytes")
@@ -98,6 +103,16 @@ class RealNode:
     @property
     def kubelet_dir(self) -> Path:
         return self.root / "kubelet"
+
+    @property
+    def mount_ns(self) -> Path:
+        """The file that keeps the node's mount namespace (under a private mount: the kernel wants it so)."""
+        return self.root.parent / "mntns" / self.name
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """What runs each of the node's processes inside its mount namespace."""
+        return ("nsenter", f"--mount={self.mount_ns}", "--")
 
 
 def nodes_dir(ports: Ports) -> Path:
@@ -196,7 +211,7 @@ def prepare(layout: Layout, ports: Ports, nodes: list[RealNode]) -> None:
     server = f"https://127.0.0.1:{ports.apiserver}"  # the data plane's relay inside the namespace
     shutil.rmtree(nodes_dir(ports), ignore_errors=True)
     for node in nodes:
-        for sub in ("cni", "pod-logs", "kubelet", "volume-plugins", "pki"):
+        for sub in ("cni", "pod-logs", "kubelet", "volume-plugins", "pki", "var-lib-kubelet"):
             (node.root / sub).mkdir(parents=True, exist_ok=True)
         pki.make_serving_cert(ca, node.root / "pki", "kubelet", dns=(node.name,), ips=(node.ip,))
         cert = pki.make_client_cert(ca, layout.pki, f"kubelet-{node.name}", f"system:node:{node.name}",
@@ -256,7 +271,8 @@ def runtime_version() -> str:
 def containerd_component(node: RealNode, netns_name: str) -> Component:
     containerd = shutil.which("containerd") or "containerd"
     return Component(f"containerd-{node.name}", (containerd, f"--config={node.root / 'containerd.toml'}"),
-                     f"unix://{node.containerd_socket}", 0, known_version=runtime_version(), netns=netns_name)
+                     f"unix://{node.containerd_socket}", 0, known_version=runtime_version(), netns=netns_name,
+                     prefix=node.prefix)
 
 
 def kubelet_component(node: RealNode, ports: Ports, netns_name: str, labels: dict[str, str]) -> Component:
@@ -267,7 +283,7 @@ def kubelet_component(node: RealNode, ports: Ports, netns_name: str, labels: dic
         f"--hostname-override={node.name}", f"--node-ip={node.ip}",
         f"--node-labels={','.join(f'{k}={v}' for k, v in sorted(labels.items()))}",
     ), f"http://127.0.0.1:{ports.real_node_health(node.index)}/healthz", ports.real_node_health(node.index),
-        netns=netns_name)
+        netns=netns_name, prefix=node.prefix)
 
 
 def node_labels(extra: dict[str, str]) -> dict[str, str]:
@@ -295,6 +311,29 @@ def add_addresses(netns_name: str, nodes: list[RealNode]) -> None:
     for node in nodes:
         subprocess.run(["ip", "-n", netns_name, "addr", "add", f"{node.ip}/32", "dev", "lo"], check=True,
                        capture_output=True)
+
+
+def make_mount_namespaces(nodes: list[RealNode]) -> None:
+    """One persistent mount namespace a node (a slave of the host's: the host's mounts show in it, not the other
+    way), with the node's own /var/lib/kubelet."""
+    if not nodes:
+        return
+    holder = nodes[0].mount_ns.parent
+    holder.mkdir(parents=True, exist_ok=True)
+    KUBELET_FIXED.mkdir(parents=True, exist_ok=True)
+    _run(["mount", "--bind", str(holder), str(holder)])
+    _run(["mount", "--make-private", str(holder)])
+    for node in nodes:
+        node.mount_ns.touch()
+        _run(["unshare", f"--mount={node.mount_ns}", "--propagation", "slave", "--",
+              "mount", "--bind", str(node.root / "var-lib-kubelet"), str(KUBELET_FIXED)])
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    if result.returncode != 0:
+        raise SimError(f"`{' '.join(argv)}` failed: {(result.stderr or result.stdout).strip()} (the real nodes "
+                       "need root and util-linux's unshare and nsenter)")
 
 
 def make_cgroups(nodes: list[RealNode]) -> None:
