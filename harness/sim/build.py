@@ -33,8 +33,8 @@ KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontr
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 # `--with` name -> recipe. helm and actionlint check kind/ and .github/; the sim itself never runs them.
 OPTIONAL = {"kai": "kai-scheduler", "helm": "helm", "actionlint": "actionlint", "real-nodes": "kubelet"}
-# What `--with real-nodes` builds besides the kubelet: gpupoc's own sandbox (pause) program.
-REAL_NODE_EXTRAS = ("pause",)
+# What `--with real-nodes` builds besides the kubelet: gpupoc's own sandbox (pause) program and device plugin.
+REAL_NODE_EXTRAS = ("pause", "device-plugin")
 HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
 ACTIONLINT_MODULE = "github.com/rhysd/actionlint"
 
@@ -161,6 +161,7 @@ def source_hash(directory: Path) -> str:
 
 ADAPTER_SOURCE = paths.SIM_RECIPES / "adapter"
 PAUSE_SOURCE = paths.SIM_RECIPES / "pause"
+DEVICE_PLUGIN_SOURCE = paths.SIM_RECIPES / "deviceplugin"
 
 
 def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
@@ -193,6 +194,9 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
         # The real nodes' sandbox process, static (it runs alone in an image with nothing else in it).
         Recipe("pause", source_hash(PAUSE_SOURCE), ("gpupoc-pause",), (".",), source=PAUSE_SOURCE,
                extra_env={"CGO_ENABLED": "0"}, optional=True),
+        # The real nodes' simulated GPUs, through the kubelet's real device-plugin API.
+        Recipe("device-plugin", source_hash(DEVICE_PLUGIN_SOURCE), ("gpupoc-device-plugin",), (".",),
+               source=DEVICE_PLUGIN_SOURCE, optional=True),
         Recipe("kai-scheduler", pins.kai_scheduler, KAI_BINARIES,
                tuple(f"{pins.kai_scheduler_module}/cmd/{b.removeprefix('kai-')}" for b in KAI_BINARIES),
                wrapper_go_mod=lambda: plain_wrapper("kai-scheduler", pins.kai_scheduler_module, pins.kai_scheduler,

@@ -308,8 +308,9 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             for node in real:
                 images.import_into(node.containerd_socket, archives)
             say(f"  {'images imported':<28} {'':<11} after {time.monotonic() - started:5.1f}s")
-            start_together([realnodes.kubelet_component(n, cfg.ports, netns_name, realnodes.node_labels({}))
+            start_together([realnodes.kubelet_component(n, cfg.ports, netns_name, realnodes.node_labels(cfg.gpu))
                             for n in real])
+            start_together([realnodes.device_plugin_component(n, netns_name, cfg.gpu.count) for n in real])
         if scheduler_components:
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:
@@ -321,6 +322,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             nodes.wait_nodes_ready(core, [n.name for n in real], label_selector=f"{realnodes.LABEL}=true",
                                    hint=f"see {lay.logs}/kubelet-{realnodes.NAME_PREFIX}*.log")
             say(f"  {'real nodes':<28} {'':<11} Ready after {time.monotonic() - started:5.1f}s")
+            realnodes.wait_gpus_allocatable(core, real, cfg.gpu.count)
+            say(f"  {'real nodes GPUs':<28} {'':<11} allocatable after {time.monotonic() - started:5.1f}s")
         if slurm_groups:
             slurm_thread.join(start_timeout_s * 2)
             if slurm_failed:

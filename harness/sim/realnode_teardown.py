@@ -173,6 +173,9 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
     """Stop each real node's kubelet, its containers and its containerd, then sweep; return what refused to go."""
     refused: list[str] = []
     for node in state.get("nodes", []):
+        plugin = components.get(f"device-plugin-{node['name']}")
+        if plugin and not procs.stop(plugin["pid"], plugin["binary"]):
+            refused.append(f"device plugin of {node['name']} (pid {plugin['pid']})")
         kubelet = components.get(f"kubelet-{node['name']}")
         containerd = components.get(f"containerd-{node['name']}")
         if kubelet and not procs.stop(kubelet["pid"], kubelet["binary"]):

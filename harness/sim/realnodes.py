@@ -28,6 +28,7 @@ import ipaddress
 import json
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,11 @@ import yaml
 from kubernetes import client
 
 from harness.cluster.apply import apply_objects
-from harness.core.errors import ConfigError, SimError
+from harness.core.errors import ConfigError, SimError, WaitTimeout
 from harness.sim import files, images, pki
 from harness.sim.components import Component, Layout, binary
-from harness.sim.config import Ports
+from harness.sim.config import GpuSpec, Ports
+from harness.sim.nodes import GPU_RESOURCE, gfd_labels
 
 NAME_PREFIX = "real-node-"
 LABEL = "gpupoc.io/real-node"
@@ -58,6 +60,9 @@ KUBELET_FIXED = Path("/var/lib/kubelet")  # bound to the node's own directory in
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys",
                    "kernel/keys/root_maxbytes")
 MAX_REAL_NODES = 20  # the kubelet health relays' port range (Ports.real_node_health)
+DEVICE_PLUGIN_SOCKET = "gpupoc-gpu.sock"  # in the node's /var/lib/kubelet/device-plugins (sim/deviceplugin)
+SIMULATED_GPUS_LABEL = "gpupoc.io/simulated-gpus"  # a real node, simulated devices: the record says so
+GPU_ALLOCATABLE_TIMEOUT_S = 30.0
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the API server's identity at the kubelets (system:masters)
 
 
@@ -134,7 +139,7 @@ def check_host(count: int) -> None:
     if missing:
         raise ConfigError(f"--real-nodes needs {', '.join(missing)}: run `bash sim/install-deps.sh` (Debian's "
                           "containerd, runc, containernetworking-plugins and busybox-static)")
-    for name, how in (("kubelet", "kubelet"), ("gpupoc-pause", "pause")):
+    for name, how in (("kubelet", "kubelet"), ("gpupoc-pause", "pause"), ("gpupoc-device-plugin", "device-plugin")):
         binary(name, f"gpupoc sim build --with real-nodes (or: gpupoc sim build {how})")
 
 
@@ -201,6 +206,9 @@ def kubelet_config(node: RealNode, layout: Layout, health_port: int) -> dict[str
         "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                          "nodefs.inodesFree": "1%"},
         "registerWithTaints": [TAINT], "maxPods": 30,
+        # a change (the device plugin's GPUs) reaches the Node within 3 s, not 10; unchanged status is still posted
+        # only every nodeStatusReportFrequency (5 min)
+        "nodeStatusUpdateFrequency": "3s",
     }
 
 
@@ -286,8 +294,32 @@ def kubelet_component(node: RealNode, ports: Ports, netns_name: str, labels: dic
         netns=netns_name, prefix=node.prefix)
 
 
-def node_labels(extra: dict[str, str]) -> dict[str, str]:
-    return {LABEL: "true", **extra}
+def device_plugin_component(node: RealNode, netns_name: str, gpus: int) -> Component:
+    """Simulated GPUs through the kubelet's real device-plugin API; its socket seen from the host through the
+    node's own /var/lib/kubelet."""
+    socket = node.root / "var-lib-kubelet" / "device-plugins" / DEVICE_PLUGIN_SOCKET
+    return Component(f"device-plugin-{node.name}", (
+        binary("gpupoc-device-plugin"), f"--node={node.name}", f"--count={gpus}", f"--resource={GPU_RESOURCE}",
+    ), f"unix://{socket}", 0, known_version="gpupoc-device-plugin 1 (deviceplugin/v1beta1; devices simulated)",
+        netns=netns_name, prefix=node.prefix)
+
+
+def node_labels(gpu: GpuSpec) -> dict[str, str]:
+    """What GPU Feature Discovery would set, like the kwok nodes' (the devices behind them are simulated)."""
+    return {LABEL: "true", SIMULATED_GPUS_LABEL: "true", **gfd_labels(gpu)}
+
+
+def wait_gpus_allocatable(core: client.CoreV1Api, nodes: list[RealNode], gpus: int,
+                          timeout_s: float = GPU_ALLOCATABLE_TIMEOUT_S) -> None:
+    """Until each node's kubelet reports the device plugin's GPUs as allocatable."""
+    deadline, last = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        last = {n.name: (core.read_node(n.name).status.allocatable or {}).get(GPU_RESOURCE, "0") for n in nodes}
+        if all(value == str(gpus) for value in last.values()):
+            return
+        time.sleep(0.5)
+    raise WaitTimeout(f"real nodes: {GPU_RESOURCE} not allocatable after {timeout_s:.0f}s (wanted {gpus} each); "
+                      f"last: {last}; see the device-plugin-{NAME_PREFIX}*.log and kubelet logs")
 
 
 def relays(nodes: list[RealNode], ports: Ports, netns_name: str) -> list[dict[str, Any]]:

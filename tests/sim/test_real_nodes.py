@@ -1,4 +1,5 @@
-"""Real nodes (`gpupoc sim up --real-nodes N`): a pod really runs on a real kubelet, and `sim down` leaves nothing.
+"""Real nodes (`gpupoc sim up --real-nodes N`): a pod really runs on a real kubelet (with a simulated GPU from the
+sim's device plugin), and `sim down` leaves nothing.
 
 On a sim of its own (home, ports and network namespace apart from the worker's sim), like test_lifecycle.py.
 """
@@ -42,12 +43,14 @@ def real_node_sim(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def busybox_pod(name: str) -> dict[str, object]:
-    """Prints a line and exits non-zero, on a real node only (they are tainted against the suites' kwok pods)."""
+    """Prints a line (and the GPU the device plugin gave it) and exits non-zero, on a real node only (they are tainted
+    against the suites' kwok pods)."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
         "restartPolicy": "Never", "nodeSelector": {realnodes.LABEL: "true"},
         "tolerations": [{"key": realnodes.LABEL, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [{"name": "main", "image": "gpupoc.local/trainer:1", "imagePullPolicy": "Never",
-                        "command": ["sh", "-c", f"echo '{LINE}'; exit {EXIT_CODE}"]}]}}
+                        "command": ["sh", "-c", f"echo '{LINE}' on $NVIDIA_VISIBLE_DEVICES; exit {EXIT_CODE}"],
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
 def wait_terminated(core: client.CoreV1Api, name: str, namespace: str) -> client.V1Pod:
@@ -80,13 +83,16 @@ def test_a_pod_really_runs_on_a_real_node_and_down_leaves_nothing(real_node_sim:
     pod = wait_terminated(core, "hello", "default")
     assert pod.spec.node_name.startswith(realnodes.NAME_PREFIX)
     assert pod.status.container_statuses[0].state.terminated.exit_code == EXIT_CODE
-    assert core.read_namespaced_pod_log("hello", "default").strip() == LINE  # API server -> egress -> kubelet
+    log = core.read_namespaced_pod_log("hello", "default").strip()  # API server -> egress proxy -> kubelet
+    assert re.fullmatch(rf"{LINE} on GPU-sim-{pod.spec.node_name}-\d", log), log  # the device plugin's Allocate
+    assert all(n.metadata.labels.get("nvidia.com/gpu.product") for n in real)  # GFD labels, like the kwok nodes
 
     status = gpupoc(real_node_sim, "sim", "status")
     assert status.returncode == 0, status.stdout
     for i in range(REAL_NODES):
         assert re.search(rf"kubelet-real-node-{i} .* Kubernetes v1\.36", status.stdout), status.stdout
         assert re.search(rf"containerd-real-node-{i} .* containerd \S+ \+ runc \S+", status.stdout), status.stdout
+        assert f"device-plugin-real-node-{i}" in status.stdout
 
     down = gpupoc(real_node_sim, "sim", "down")
     assert down.returncode == 0, down.stderr + down.stdout

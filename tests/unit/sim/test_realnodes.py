@@ -14,7 +14,7 @@ import pytest
 from harness.core.errors import ConfigError
 from harness.sim import dataplane, images, realnodes
 from harness.sim.components import POD_CIDR, SERVICE_CIDR, Layout
-from harness.sim.config import Ports, SimConfig
+from harness.sim.config import DEFAULT_GPU_PRODUCT, GpuSpec, Ports, SimConfig
 
 
 def nodes(count: int = 3) -> list[realnodes.RealNode]:
@@ -88,3 +88,9 @@ def test_image_archive_is_reproducible_and_names_its_layer() -> None:
     with tarfile.open(fileobj=io.BytesIO(layer)) as inner:
         assert inner.getmember("bin/sh").linkname == "busybox"
         assert inner.getmember("bin").isdir()
+
+
+def test_real_nodes_carry_the_kwok_nodes_gfd_labels_and_say_their_gpus_are_simulated() -> None:
+    labels = realnodes.node_labels(GpuSpec(count=4))
+    assert labels["nvidia.com/gpu.count"] == "4" and labels["nvidia.com/gpu.product"] == DEFAULT_GPU_PRODUCT
+    assert labels[realnodes.LABEL] == "true" and labels[realnodes.SIMULATED_GPUS_LABEL] == "true"
