@@ -23,7 +23,10 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
-const reRegisterPoll = 2 * time.Second
+const (
+	reRegisterPoll = 2 * time.Second
+	socketPoll     = 100 * time.Millisecond
+)
 
 type plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
@@ -83,9 +86,34 @@ func register(dir, endpoint, resource string) error {
 	return err
 }
 
-// serve listens on the plugin's socket and registers; it returns when the kubelet's socket is replaced (the kubelet
-// restarted and wiped its directory) so that main serves and registers again.
+// waitForKubelet returns the kubelet's registration socket once it is there: the kubelet empties its directory
+// before it listens, so a plugin socket made earlier would be removed under the plugin.
+func waitForKubelet(kubelet string, done <-chan os.Signal) (os.FileInfo, bool) {
+	logged := false
+	for {
+		if info, err := os.Stat(kubelet); err == nil {
+			return info, true
+		}
+		if !logged {
+			log.Printf("waiting for the kubelet's socket %s", kubelet)
+			logged = true
+		}
+		select {
+		case <-done:
+			return nil, false
+		case <-time.After(socketPoll):
+		}
+	}
+}
+
+// serve listens on the plugin's socket and registers; it returns true when the kubelet's socket is replaced or the
+// plugin's own is removed (the kubelet restarted and emptied its directory), so that main serves and registers again.
 func serve(dir, endpoint, resource string, devices []*pluginapi.Device, done <-chan os.Signal) bool {
+	kubelet := filepath.Join(dir, filepath.Base(pluginapi.KubeletSocket))
+	kubeletInfo, ok := waitForKubelet(kubelet, done)
+	if !ok {
+		return false
+	}
 	socket := filepath.Join(dir, endpoint)
 	_ = os.Remove(socket)
 	listener, err := net.Listen("unix", socket)
@@ -97,25 +125,22 @@ func serve(dir, endpoint, resource string, devices []*pluginapi.Device, done <-c
 	pluginapi.RegisterDevicePluginServer(server, p)
 	go func() { _ = server.Serve(listener) }()
 	defer func() { close(p.stop); server.Stop(); _ = os.Remove(socket) }()
-	kubelet := filepath.Join(dir, filepath.Base(pluginapi.KubeletSocket))
-	var registered os.FileInfo
+	registered := false
 	for {
-		info, statErr := os.Stat(kubelet)
-		switch {
-		case statErr != nil:
-		case registered == nil:
+		if !registered {
 			if err := register(dir, endpoint, resource); err != nil {
 				log.Printf("register with the kubelet: %v (retrying)", err)
 			} else {
-				registered = info
+				registered = true
 				log.Printf("registered %s: %d device(s) on %s", resource, len(devices), socket)
 			}
-		case !os.SameFile(info, registered):
+		}
+		if info, err := os.Stat(kubelet); err != nil || !os.SameFile(info, kubeletInfo) {
 			log.Printf("the kubelet's socket was replaced: registering again")
 			return true
 		}
-		if _, err := os.Stat(socket); err != nil && registered != nil {
-			log.Printf("the kubelet removed %s: registering again", socket)
+		if _, err := os.Stat(socket); err != nil {
+			log.Printf("%s was removed: listening and registering again", socket)
 			return true
 		}
 		select {
