@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # helm and actionlint: the checks of kind/'s charts and .github/'s workflows (tests/suites/test_kind_charts.py,
-# tests/unit/test_workflows.py); real-nodes: the kubelet and the pause program of `sim up --real-nodes N`
+# tests/unit/test_workflows.py); real-nodes: the kubelet, pause program and device plugin of `sim up --real-nodes N`
 # (tests/sim/test_real_nodes.py).
 build: install
 	$(GPUPOC) sim build --with kai --with helm --with actionlint --with real-nodes

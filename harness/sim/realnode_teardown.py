@@ -1,12 +1,12 @@
 """`gpupoc sim down` for the real nodes: no process, mount, cgroup or namespace of theirs outlives the sim.
 
 Stopping the processes is not enough on a real node: containerd's shims and the containers they run outlive
-containerd, and the pods leave mounts (their network namespaces, /dev/shm, the kubelet's volumes, the containers'
-root filesystems) and cgroups behind. So, per node, while its containerd still runs: stop the kubelet (it would
-start the containers again), kill and delete every task through containerd (the shims then unmount the root
-filesystems and exit); then stop containerd and sweep what is left: mounts under the node's directory, shims that
-serve this containerd's socket, processes in the node's cgroups, the cgroups themselves. The sysctls the kubelets
-set go back to what they were.
+containerd, and the pods leave cgroups behind. So, per node, while its containerd still runs: stop the device plugin
+and the kubelet (it would start the containers again), kill and delete every task through containerd (the shims then
+unmount the root filesystems and exit); then stop containerd and sweep what is left: shims that serve this
+containerd's socket, the file that keeps the node's mount namespace (its pods' mounts go with it), processes in the
+node's cgroups, the cgroups themselves, libcni's cached results. The sysctls the kubelets set go back to what they
+were.
 """
 
 from __future__ import annotations
