@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # System packages gpupoc needs: Prometheus (run by the sim as a plain process), Chromium (the headless
-# check of the HTML record), nftables (kube-proxy in the sim's namespace) and, when GPUPOC_SIM_SCHEDULERS
+# check of the HTML record), nftables (kube-proxy in the sim's namespace), the real nodes' runtime (`sim up
+# --real-nodes N`: containerd 1.6, runc, the CNI bridge and host-local plugins, busybox-static for the trainer
+# image) and, when GPUPOC_SIM_SCHEDULERS
 # names slurm, Debian's Slurm 22.05 with slurmdbd on MariaDB, slurmrestd, JWT auth and munge, plus the
 # system user slurmrestd runs as. Installing starts no service (the sim starts its own processes).
 # Go 1.26+ must be on PATH already.
@@ -22,6 +24,7 @@ missing=()
 slurm=0
 case ",${GPUPOC_SIM_SCHEDULERS:-}," in *,slurm,*) slurm=1 ;; esac
 wanted="prometheus:prometheus chromium:chromium nftables:nft"
+wanted="$wanted containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/bridge busybox-static:busybox"
 if [ "$slurm" = 1 ]; then
   wanted="$wanted slurmctld:slurmctld slurmd:slurmd slurm-client:sacctmgr slurmdbd:slurmdbd slurmrestd:slurmrestd"
   wanted="$wanted slurm-wlm-jwt-plugin:slurmrestd munge:munged mariadb-server:mariadbd"

@@ -39,6 +39,9 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     up.add_argument("--schedulers", default=",".join(schedulers_from_env()) or "none",
                     help=f"comma-separated: kueue,volcano,kuberay,kai, or 'none' (default: %(default)s; "
                          f"from {SCHEDULERS_ENV} when set); kai needs `gpupoc sim build --with kai`")
+    up.add_argument("--real-nodes", type=int, default=0, metavar="N",
+                    help="also N nodes with a real kubelet, containerd and runc, in the sim's network namespace, "
+                         "tainted gpupoc.io/real-node=true:NoSchedule (needs `gpupoc sim build --with real-nodes`)")
     up.add_argument("--no-serving", dest="serving", action="store_false",
                     help="without the data plane (kube-proxy, model-server stand-ins, HPA metrics adapter): "
                          "no Service answers, the inference suite is SKIP")
@@ -103,7 +106,7 @@ def command(args: argparse.Namespace) -> int:
             return 0
         case "up":
             the_sim.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args), schedulers=parse_schedulers(args.schedulers),
-                                 serving=args.serving))
+                                 serving=args.serving, real_nodes=args.real_nodes))
             return 0
         case "down":
             the_sim.down()

@@ -32,7 +32,9 @@ KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontr
 # kube-proxy runs in the sim's network namespace and routes Services to the model-server stand-ins.
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 # `--with` name -> recipe. helm and actionlint check kind/ and .github/; the sim itself never runs them.
-OPTIONAL = {"kai": "kai-scheduler", "helm": "helm", "actionlint": "actionlint"}
+OPTIONAL = {"kai": "kai-scheduler", "helm": "helm", "actionlint": "actionlint", "real-nodes": "kubelet"}
+# What `--with real-nodes` builds besides the kubelet: gpupoc's own sandbox (pause) program and device plugin.
+REAL_NODE_EXTRAS = ("pause", "device-plugin")
 HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
 ACTIONLINT_MODULE = "github.com/rhysd/actionlint"
 
@@ -158,6 +160,8 @@ def source_hash(directory: Path) -> str:
 
 
 ADAPTER_SOURCE = paths.SIM_RECIPES / "adapter"
+PAUSE_SOURCE = paths.SIM_RECIPES / "pause"
+DEVICE_PLUGIN_SOURCE = paths.SIM_RECIPES / "deviceplugin"
 
 
 def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
@@ -169,6 +173,11 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                tuple(f"k8s.io/kubernetes/cmd/{b}" for b in KUBERNETES_BINARIES),
                ldflags=kubernetes_ldflags(pins.kubernetes),
                wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kubernetes.log")),
+        # The real nodes' kubelet (`gpupoc sim up --real-nodes N`): a wrapper of its own, since the kubelet needs
+        # go.sum entries the control plane does not (k8s.io/cri-streaming, ...), and the control plane's stamp stays.
+        Recipe("kubelet", pins.kubernetes, ("kubelet",), ("k8s.io/kubernetes/cmd/kubelet",),
+               ldflags=kubernetes_ldflags(pins.kubernetes),
+               wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kubelet.log"), optional=True),
         Recipe("kwok", pins.kwok, ("kwok",), ("sigs.k8s.io/kwok/cmd/kwok",)),
         Recipe("kueue", pins.kueue, ("kueue",), ("sigs.k8s.io/kueue/cmd/kueue",)),
         Recipe("volcano", pins.volcano, ("volcano-scheduler", "volcano-controller-manager"),
@@ -182,6 +191,12 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
         # The HPA's external metrics from Prometheus: gpupoc's adapter on sigs.k8s.io/custom-metrics-apiserver.
         Recipe("metrics-adapter", source_hash(ADAPTER_SOURCE), ("gpupoc-metrics-adapter",), (".",),
                source=ADAPTER_SOURCE),
+        # The real nodes' sandbox process, static (it runs alone in an image with nothing else in it).
+        Recipe("pause", source_hash(PAUSE_SOURCE), ("gpupoc-pause",), (".",), source=PAUSE_SOURCE,
+               extra_env={"CGO_ENABLED": "0"}, optional=True),
+        # The real nodes' simulated GPUs, through the kubelet's real device-plugin API.
+        Recipe("device-plugin", source_hash(DEVICE_PLUGIN_SOURCE), ("gpupoc-device-plugin",), (".",),
+               source=DEVICE_PLUGIN_SOURCE, optional=True),
         Recipe("kai-scheduler", pins.kai_scheduler, KAI_BINARIES,
                tuple(f"{pins.kai_scheduler_module}/cmd/{b.removeprefix('kai-')}" for b in KAI_BINARIES),
                wrapper_go_mod=lambda: plain_wrapper("kai-scheduler", pins.kai_scheduler_module, pins.kai_scheduler,
@@ -242,6 +257,8 @@ def selected(all_recipes: Sequence[Recipe], only: Sequence[str], with_optional: 
     if only:
         return [r for r in all_recipes if r.name in only]
     extra = {OPTIONAL[w] for w in with_optional}
+    if "real-nodes" in with_optional:
+        extra.update(REAL_NODE_EXTRAS)
     return [r for r in all_recipes if not r.optional or r.name in extra]
 
 

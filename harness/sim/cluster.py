@@ -18,10 +18,11 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.core.errors import ConfigError, SimError
-from harness.sim import files, nodes, pki, procs, serving_stack as serving, stack, netns
+from harness.sim import (files, images, nodes, pki, procs, realnode_teardown, realnodes, serving_stack as serving,
+                         stack, netns)
 from harness.core import paths
 from harness.sim.slurm import daemons as slurm
-from harness.sim.components import Component, Layout, control_plane
+from harness.sim.components import POD_CIDR, Component, Layout, control_plane
 from harness.sim.config import SimConfig, ports_from_env
 from harness.core.paths import state_dir
 
@@ -75,7 +76,7 @@ def prometheus_url() -> str:
 def _component_state(component: Component, pid: int) -> dict[str, Any]:
     """What the state file keeps of a started component: enough to probe it, stop it and start it again."""
     return {"pid": pid, "binary": component.binary, "argv": list(component.argv), "env": dict(component.env),
-            "netns": component.netns,
+            "netns": component.netns, "prefix": list(component.prefix),
             "port": component.port, "health_url": component.health_url,
             "health_token": str(component.bearer_token_file) if component.bearer_token_file else None,
             "version": component.version(), "stopped_by_user": False}
@@ -98,7 +99,7 @@ def is_up(lay: Layout | None = None) -> bool:
     return bool(alive) and all(alive.values())
 
 
-def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
+def _prepare_files(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNode]) -> None:
     """Fresh certificates, tokens, kubeconfigs and data directories for a new cluster."""
     for sub in (lay.data, lay.pki, lay.logs):
         shutil.rmtree(sub, ignore_errors=True)
@@ -127,10 +128,33 @@ def _prepare_files(lay: Layout, cfg: SimConfig) -> None:
         jobs.append(slurm.scrape_job(slurm.SlurmPorts(cfg.ports.base)))
     if cfg.serving:
         jobs += serving.scrape_jobs(lay, cfg.ports)
-        serving.prepare(lay, cfg.ports)
+        serving.prepare(lay, cfg.ports, realnodes.relays(real, cfg.ports, serving.netns_name(cfg.ports)),
+                        realnodes.egress_socket(lay) if real else None)
+    if real:
+        _prepare_real_nodes(lay, cfg, real)
     prom = files.prometheus_config(cfg.ports, token, jobs, cfg.nodes)
     (lay.root / "prometheus.yml").write_text(json.dumps(prom, indent=2))
     stack.write_configs(lay, cfg.ports, cfg.schedulers)
+
+
+def _prepare_real_nodes(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNode]) -> None:
+    """Their files, addresses in the sim's namespace and cgroups; the API server's egress to them."""
+    realnodes.prepare(lay, cfg.ports, real)
+    (lay.root / "egress-selector.yaml").write_text(json.dumps(realnodes.egress_selector_config(
+        realnodes.egress_socket(lay))))
+    realnodes.add_addresses(serving.netns_name(cfg.ports), real)
+    realnodes.make_cgroups(real)
+    realnodes.make_mount_namespaces(real)
+    images.build([images.pause_spec(paths.bin_dir() / "gpupoc-pause"), images.trainer_spec()])
+
+
+def _real_node_state(real: list[realnodes.RealNode]) -> dict[str, Any]:
+    """What `down` needs to leave nothing of the real nodes behind (realnode_teardown.py)."""
+    return {"nodes": [{"name": n.name, "root": str(n.root), "socket": str(n.containerd_socket),
+                       "pod_logs": str(n.pod_logs)} for n in real],
+            "cgroup_parent": real[0].cgroup_parent if real else None, "sysctls": realnodes.read_sysctls(),
+            "dir": str(real[0].root.parent) if real else None,
+            "mount_namespaces": [str(n.mount_ns) for n in real]}
 
 
 def _check_ports(components: list[Component], extra: dict[str, int]) -> None:
@@ -179,11 +203,15 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
     if cfg.serving and cfg.nodes == 0:  # no pod to serve; kube-proxy would wait 30 s for a node of its own
         say("no nodes: the data plane (kube-proxy, model-server stand-ins, metrics adapter) is left out")
         cfg = dataclasses.replace(cfg, serving=False)
-    components = control_plane(lay, cfg.ports)
+    real = realnodes.real_nodes(cfg.ports, cfg.real_nodes)
+    if real:
+        realnodes.check_host(cfg.real_nodes)
+    components = control_plane(lay, cfg.ports, realnodes.apiserver_args(lay) if real else ())
     scheduler_components = stack.components(lay, cfg.ports, cfg.schedulers,
                                             serving.netns_name(cfg.ports) if cfg.serving else None)
     if cfg.serving:
-        data_plane, *late = serving.components(lay, cfg.ports)
+        # the real nodes' pods (10.245.0.0/16) are the cluster's too: kube-proxy masquerades what comes from outside
+        data_plane, *late = serving.components(lay, cfg.ports, "10.244.0.0/15" if real else POD_CIDR)
         components.append(data_plane)
         scheduler_components += late
     slurm_ports = slurm.SlurmPorts(cfg.ports.base)
@@ -193,13 +221,15 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         extra_ports |= serving.extra_ports(cfg.ports)
     _check_ports(components + scheduler_components + [c for group in slurm_groups for c in group], extra_ports)
     started = time.monotonic()
-    _prepare_files(lay, cfg)
+    _prepare_files(lay, cfg, real)
     if slurm_groups:
         slurm.prepare(slurm.SlurmLayout(lay), slurm_ports, cfg.nodes, cfg.gpu.count, cfg.gpu.product)
     state: dict[str, Any] = {"components": {}, "ports": {c.name: c.port for c in components},
                              "kubeconfig": str(lay.kubeconfig), "prometheus_url": f"http://127.0.0.1:{cfg.ports.prometheus}",
                              "schedulers": list(cfg.schedulers), "started_at": time.time(),
                              "netns": serving.netns_name(cfg.ports) if cfg.serving else None}
+    if real:
+        state["real_nodes"] = _real_node_state(real)
 
     writing = threading.Lock()  # Slurm starts on a thread of its own, beside the Kubernetes side
 
@@ -269,6 +299,18 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             raise objects_failed[0]
         if objects_thread.is_alive():
             raise SimError(f"nodes and CRDs not created after {start_timeout_s * 2:.0f}s")
+        if real:
+            realnodes.node_rbac(api)
+            netns_name = serving.netns_name(cfg.ports)
+            start_together([realnodes.containerd_component(n, netns_name) for n in real])
+            archives = [images.archive_path(images.pause_spec(paths.bin_dir() / "gpupoc-pause")),
+                        images.archive_path(images.trainer_spec())]
+            for node in real:
+                images.import_into(node.containerd_socket, archives)
+            say(f"  {'images imported':<28} {'':<11} after {time.monotonic() - started:5.1f}s")
+            start_together([realnodes.kubelet_component(n, cfg.ports, netns_name, realnodes.node_labels(cfg.gpu))
+                            for n in real])
+            start_together([realnodes.device_plugin_component(n, netns_name, cfg.gpu.count) for n in real])
         if scheduler_components:
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:
@@ -276,6 +318,12 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             if cfg.serving:
                 serving.register_adapter(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
+        if real:
+            nodes.wait_nodes_ready(core, [n.name for n in real], label_selector=f"{realnodes.LABEL}=true",
+                                   hint=f"see {lay.logs}/kubelet-{realnodes.NAME_PREFIX}*.log")
+            say(f"  {'real nodes':<28} {'':<11} Ready after {time.monotonic() - started:5.1f}s")
+            realnodes.wait_gpus_allocatable(core, real, cfg.gpu.count)
+            say(f"  {'real nodes GPUs':<28} {'':<11} allocatable after {time.monotonic() - started:5.1f}s")
         if slurm_groups:
             slurm_thread.join(start_timeout_s * 2)
             if slurm_failed:
@@ -290,8 +338,9 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         say("start-up failed: stopping what was started")
         down(say=lambda _: None)
         raise
+    real_note = f" and {cfg.real_nodes} real node(s)" if real else ""
     say(f"sim up in {time.monotonic() - started:.1f}s with {cfg.nodes} node(s) x {cfg.gpu.count} "
-        f"{cfg.gpu.product}; schedulers: {', '.join(cfg.schedulers) or 'kube-scheduler only'}")
+        f"{cfg.gpu.product}{real_note}; schedulers: {', '.join(cfg.schedulers) or 'kube-scheduler only'}")
     say(f"kubeconfig: {lay.kubeconfig}")
     say(f"prometheus: {state['prometheus_url']}")
     return True
@@ -309,6 +358,9 @@ def down(say: Say = print) -> list[str]:
     if ctld and procs.is_running(ctld["pid"], ctld["binary"]):
         procs.thaw(ctld["pid"], ctld["binary"])
         slurm.cancel_all(slurm.SlurmLayout(lay))  # no batch script outlives its slurmd
+    left_behind: list[str] = []
+    if state.get("real_nodes"):  # first, while the API server and the data plane still run
+        left_behind = realnode_teardown.teardown(state["real_nodes"], state["components"], say)
     for name, comp in reversed(list(state["components"].items())):
         procs.thaw(comp["pid"], comp["binary"])  # a frozen process cannot act on SIGTERM
         if procs.stop(comp["pid"], comp["binary"]):
@@ -325,6 +377,8 @@ def down(say: Say = print) -> list[str]:
         say(f"  removed network namespace {name}")
     lay.state.unlink(missing_ok=True)
     shutil.rmtree(lay.data, ignore_errors=True)
+    if left_behind:
+        raise SimError(f"the real nodes left behind: {', '.join(left_behind)}; remove them by hand")
     return refused
 
 
@@ -342,7 +396,8 @@ def _as_component(name: str, comp: dict[str, Any]) -> Component:
     token = comp.get("health_token")
     return Component(name, tuple(comp.get("argv") or (comp["binary"],)), comp["health_url"], comp["port"],
                      bearer_token_file=Path(token) if token else None, known_version=comp.get("version"),
-                     env=tuple((comp.get("env") or {}).items()), netns=comp.get("netns"))
+                     env=tuple((comp.get("env") or {}).items()), netns=comp.get("netns"),
+                     prefix=tuple(comp.get("prefix") or ()))
 
 
 def stop_component(name: str, say: Say = print) -> None:
@@ -377,7 +432,7 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
                        "run `gpupoc sim down`, then `gpupoc sim up`")
     component = _as_component(name, comp)
     env = {**os.environ, **dict(component.env)} if component.env else None
-    pid = procs.start(list(component.argv), lay.log(name), env=env, netns_name=component.netns)
+    pid = procs.start([*component.prefix, *component.argv], lay.log(name), env=env, netns_name=component.netns)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     try:

@@ -140,8 +140,9 @@ def binary(name: str, build_command: str = "gpupoc sim build") -> str:
     return str(path)
 
 
-def control_plane(layout: Layout, ports: Ports) -> list[Component]:
-    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Prometheus, in start order."""
+def control_plane(layout: Layout, ports: Ports, apiserver_extra: tuple[str, ...] = ()) -> list[Component]:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Prometheus, in start order.
+    `apiserver_extra`: the API server's flags for the real nodes (harness/sim/realnodes.py)."""
     pki, always_allowed = layout.pki, "/healthz,/readyz,/livez,/metrics"
     admin_token = layout.root / "admin.token"
     return [
@@ -175,6 +176,7 @@ def control_plane(layout: Layout, ports: Ports) -> list[Component]:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+            *apiserver_extra,
         ), f"https://127.0.0.1:{ports.apiserver}/readyz", ports.apiserver, bearer_token_file=admin_token),
         Component("kube-controller-manager", (
             binary("kube-controller-manager"),

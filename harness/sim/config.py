@@ -202,6 +202,10 @@ class Ports:
     def metrics_adapter(self) -> int:
         return self.base + 663
 
+    def real_node_health(self, index: int) -> int:
+        """A real node's kubelet health port: the same number inside the namespace and relayed on the host."""
+        return self.base + 670 + index
+
 
 def ports_from_env() -> Ports:
     raw = os.environ.get(PORT_BASE_ENV, str(DEFAULT_PORT_BASE))
@@ -228,10 +232,16 @@ class SimConfig:
     ports: Ports = field(default_factory=ports_from_env)
     schedulers: tuple[str, ...] = field(default_factory=schedulers_from_env)
     serving: bool = True  # the data plane: kube-proxy in the sim's namespace, model-server stand-ins, HPA metrics
+    real_nodes: int = 0  # nodes with a real kubelet, containerd and runc beside kwok's (harness/sim/realnodes.py)
 
     def __post_init__(self) -> None:
         if self.nodes < 0:
             raise ConfigError(f"--nodes must be 0 or more, got {self.nodes}")
+        if self.real_nodes < 0:
+            raise ConfigError(f"--real-nodes must be 0 or more, got {self.real_nodes}")
+        if self.real_nodes and not (self.serving and self.nodes):
+            raise ConfigError("--real-nodes needs the data plane and at least one kwok node (--nodes 1 or more, "
+                              "without --no-serving): the real nodes live in its network namespace")
         unknown = [s for s in self.schedulers if s not in KNOWN_SCHEDULERS]
         if unknown:
             raise ConfigError(f"--schedulers: unknown {', '.join(unknown)}; choose from {', '.join(KNOWN_SCHEDULERS)}")

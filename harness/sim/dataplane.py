@@ -5,8 +5,11 @@ One asyncio process (2 cores: one process serves every pod):
   stand-in listening on the pod IP inside the sim's network namespace, and on a 127.0.0.1 port of the host
   for Prometheus (file-based discovery: `model-servers.json`); once its `/health` answers, the pod is
   annotated `sim.gpupoc.io/server-ready` and a kwok stage makes it Ready. Stopped when the pod goes.
-- relays: kube-proxy (inside the namespace) reaches the API server on the host's 127.0.0.1, and the host
-  reaches kube-proxy's health and metrics ports inside the namespace. Nothing else crosses.
+- relays: kube-proxy and the real nodes' kubelets (inside the namespace) reach the API server on the host's
+  127.0.0.1, and the host reaches kube-proxy's and the kubelets' health and metrics ports inside the namespace.
+- with real nodes, the API server's `cluster` egress: an HTTP CONNECT proxy on a unix socket that dials node and
+  pod addresses inside the namespace (the kubelets' pods/log, exec, port-forward) and 127.0.0.1 on the host (the
+  webhooks and aggregated APIs, which the same egress carries). Nothing else crosses.
 
 Run by `gpupoc sim up` as `python -m harness.sim.dataplane --config FILE`.
 """
@@ -92,6 +95,57 @@ async def start_relay(relay: Relay) -> asyncio.Server:
         await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
 
     return await asyncio.start_server(connect, sock=listening_socket(relay.listen_ns, "127.0.0.1", relay.listen_port))
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+CONNECT_HEADER_LIMIT = 16384
+
+
+def egress_namespace(host: str, sim_ns: str) -> str:
+    """Where the API server's `cluster` egress dials `host`: 127.0.0.1 is the host's own (webhooks, aggregated
+    APIs); any other address is a node or pod of the sim, inside its namespace."""
+    return HOST if host in LOOPBACK_NAMES else sim_ns
+
+
+def parse_connect(head: bytes) -> tuple[str, int]:
+    """('10.240.1.1', 10250) from 'CONNECT 10.240.1.1:10250 HTTP/1.1\r\n...'; ValueError when it is not one."""
+    method, target, _ = head.split(b"\r\n", 1)[0].decode("ascii").split(" ", 2)
+    host, _, port = target.rpartition(":")
+    if method != "CONNECT" or not host or not port.isdigit():
+        raise ValueError(f"not an HTTP CONNECT: {method} {target}")
+    return host.strip("[]"), int(port)
+
+
+async def start_egress_proxy(path: str, sim_ns: str) -> asyncio.Server:
+    """The API server's `cluster` egress (EgressSelectorConfiguration, HTTPConnect over a unix socket)."""
+    loop = asyncio.get_running_loop()
+
+    async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            host, port = parse_connect(head[:CONNECT_HEADER_LIMIT])
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, UnicodeDecodeError) as exc:
+            log.warning("egress: bad request: %s", exc)
+            writer.close()
+            return
+        upstream = _socket_in(egress_namespace(host, sim_ns))
+        upstream.setblocking(False)
+        try:
+            await loop.sock_connect(upstream, (host, port))
+        except OSError as exc:
+            upstream.close()
+            writer.write(f"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nX-Error: {exc}\r\n\r\n".encode())
+            writer.close()
+            return
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        up_reader, up_writer = await asyncio.open_connection(sock=upstream)
+        await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+
+    if os.path.exists(path):
+        os.unlink(path)
+    server = await asyncio.start_unix_server(connect, path=path)
+    os.chmod(path, 0o600)  # the API server runs as the same user
+    return server
 
 
 @dataclass
@@ -228,6 +282,8 @@ async def serve(cfg: dict[str, Any]) -> None:
     relays = [Relay(**r) for r in cfg["relays"]]
     servers = [await start_relay(r) for r in relays]
     servers.append(await _health_server(cfg["health_port"]))
+    if cfg.get("egress_socket"):
+        servers.append(await start_egress_proxy(cfg["egress_socket"], cfg["netns"]))
     core = client.CoreV1Api(kube_config.new_client_from_config(config_file=cfg["kubeconfig"]))
     handler = StandIns(core, cfg["netns"], Path(cfg["file_sd"]))
     stopping = threading.Event()

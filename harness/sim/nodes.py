@@ -98,11 +98,13 @@ def remove_nodes(core: client.CoreV1Api, names: Iterable[str]) -> list[str]:
 
 
 def wait_nodes_ready(core: client.CoreV1Api, names: Iterable[str], timeout_s: float = NODE_READY_TIMEOUT_S,
-                     say: Callable[[str], None] = lambda _: None) -> float:
-    """Watch Nodes until every one of `names` is Ready; return the seconds it took."""
+                     say: Callable[[str], None] = lambda _: None,
+                     label_selector: str = f"{SIMULATED_LABEL}=true", hint: str = "is the kwok controller running?"
+                     ) -> float:
+    """Watch Nodes (those of `label_selector`) until every one of `names` is Ready; return the seconds it took."""
     started = time.monotonic()
     pending = set(names)
-    listing = core.list_node(label_selector=f"{SIMULATED_LABEL}=true")
+    listing = core.list_node(label_selector=label_selector)
     pending -= {n.metadata.name for n in listing.items if is_node_ready(n)}
     last_seen: dict[str, str] = {}
     stream = watch.Watch()
@@ -110,8 +112,8 @@ def wait_nodes_ready(core: client.CoreV1Api, names: Iterable[str], timeout_s: fl
         remaining = timeout_s - (time.monotonic() - started)
         if remaining <= 0:
             raise WaitTimeout(f"nodes not Ready after {timeout_s:.0f}s: {', '.join(sorted(pending))}; "
-                              f"last seen: {last_seen or 'no status update'} (is the kwok controller running?)")
-        for event in stream.stream(core.list_node, label_selector=f"{SIMULATED_LABEL}=true",
+                              f"last seen: {last_seen or 'no status update'} ({hint})")
+        for event in stream.stream(core.list_node, label_selector=label_selector,
                                    resource_version=listing.metadata.resource_version,
                                    timeout_seconds=max(1, int(remaining))):
             node = event["object"]

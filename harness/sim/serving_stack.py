@@ -47,8 +47,10 @@ def file_sd(layout: Layout) -> Path:
     return layout.root / "model-servers.json"
 
 
-def prepare(layout: Layout, ports: Ports) -> None:
-    """The namespace (pod and Service ranges local to its loopback) and the data plane's configuration."""
+def prepare(layout: Layout, ports: Ports, extra_relays: list[dict[str, Any]] | None = None,
+            egress_socket: Path | None = None) -> None:
+    """The namespace (pod and Service ranges local to its loopback) and the data plane's configuration; with real
+    nodes, their kubelets' health relays and the API server's egress socket."""
     name = netns_name(ports)
     netns.create(name, _network(POD_CIDR), SERVICE_CIDR, CLIENT_IP)
     relays = [
@@ -59,9 +61,11 @@ def prepare(layout: Layout, ports: Ports) -> None:
          "target_port": KUBE_PROXY_HEALTH},
         {"listen_ns": "host", "listen_port": ports.kube_proxy_metrics, "target_ns": name,
          "target_port": KUBE_PROXY_METRICS},
+        *(extra_relays or []),
     ]
     config = {"kubeconfig": str(layout.component_kubeconfig("dataplane")), "netns": name,
-              "file_sd": str(file_sd(layout)), "health_port": ports.dataplane_health, "relays": relays}
+              "file_sd": str(file_sd(layout)), "health_port": ports.dataplane_health, "relays": relays,
+              "egress_socket": str(egress_socket) if egress_socket else None}
     (layout.root / "dataplane.json").write_text(json.dumps(config, indent=2))
     file_sd(layout).write_text("[]")
     (layout.root / "metrics-adapter-rules.yaml").write_text(yaml.safe_dump({"metrics": [
@@ -80,9 +84,9 @@ def _network(cidr: str) -> str:
     return str(ipaddress.ip_network(cidr, strict=False))
 
 
-def components(layout: Layout, ports: Ports) -> list[Component]:
+def components(layout: Layout, ports: Ports, cluster_cidr: str = POD_CIDR) -> list[Component]:
     """The data plane (with the API server); kube-proxy (once the nodes exist: it waits for its own) and the
-    metrics adapter (after Prometheus)."""
+    metrics adapter (after Prometheus). `cluster_cidr`: every pod address (kwok's, and the real nodes' with them)."""
     return [
         Component("sim-dataplane", (
             sys.executable, "-m", "harness.sim.dataplane", f"--config={layout.root / 'dataplane.json'}",
@@ -92,7 +96,7 @@ def components(layout: Layout, ports: Ports) -> list[Component]:
             binary("kube-proxy"), f"--kubeconfig={layout.component_kubeconfig('kube-proxy')}",
             "--proxy-mode=nftables", f"--hostname-override={KUBE_PROXY_NODE}",
             "--bind-address=127.0.0.1",  # its node IP: no Node object to wait for
-            f"--cluster-cidr={_network(POD_CIDR)}",
+            f"--cluster-cidr={_network(cluster_cidr)}",
             f"--healthz-bind-address=127.0.0.1:{KUBE_PROXY_HEALTH}",
             f"--metrics-bind-address=127.0.0.1:{KUBE_PROXY_METRICS}",
             "--conntrack-max-per-core=0",  # leave the kernel's conntrack table alone

@@ -1,0 +1,139 @@
+"""Container images for the sim's real nodes, built here: no registry is reachable from these machines.
+
+Each image is a docker-archive tarball (one layer, a config, manifest.json), written byte for byte the same for the
+same inputs (fixed mtimes and owners), cached in the build root beside the Go binaries and imported into each real
+node's containerd with `ctr images import`. The sandbox image runs gpupoc's own pause program (sim/pause); the
+trainer image is Debian's busybox-static with its applets as links, enough for `sh -c 'echo ...; exit 3'`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import tarfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core import paths
+from harness.core.errors import ConfigError, SimError
+
+PAUSE_IMAGE = "gpupoc.local/pause:1"
+TRAINER_IMAGE = "gpupoc.local/trainer:1"
+BUSYBOX = Path("/bin/busybox")
+IMPORT_TIMEOUT_S = 60.0
+CRI_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin reads images from
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    """One entry of the image's only layer: a regular file with `content`, or a link to `target`."""
+
+    path: str
+    content: bytes = b""
+    mode: int = 0o755
+    target: str = ""
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    files: tuple[ImageFile, ...]
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+
+
+def _layer(files: Iterable[ImageFile]) -> bytes:
+    """The layer tarball, reproducible: entries sorted, mtime 0, owned by root."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({"/".join(f.path.split("/")[:i]) for f in files for i in range(1, f.path.count("/") + 1)})
+        for directory in dirs:
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for entry in sorted(files, key=lambda f: f.path):
+            info = tarfile.TarInfo(entry.path)
+            info.mode = entry.mode
+            if entry.target:
+                info.type, info.linkname = tarfile.SYMTYPE, entry.target
+                tar.addfile(info)
+            else:
+                info.size = len(entry.content)
+                tar.addfile(info, io.BytesIO(entry.content))
+    return out.getvalue()
+
+
+def docker_archive(spec: ImageSpec) -> bytes:
+    """The whole image as `docker save` writes it (what `ctr images import` reads)."""
+    layer = _layer(spec.files)
+    layer_id = hashlib.sha256(layer).hexdigest()
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/bin"], "Entrypoint": list(spec.entrypoint) or None, "Cmd": list(spec.cmd) or None},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
+        "history": [{"created_by": "gpupoc sim (harness/sim/images.py)"}],
+    }, sort_keys=True).encode()
+    config_name = f"{hashlib.sha256(config).hexdigest()}.json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [spec.name],
+                            "Layers": [f"{layer_id}/layer.tar"]}]).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in ((f"{layer_id}/layer.tar", layer), (config_name, config), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def pause_spec(pause_binary: Path) -> ImageSpec:
+    return ImageSpec(PAUSE_IMAGE, (ImageFile("pause", pause_binary.read_bytes()),), entrypoint=("/pause",))
+
+
+def busybox_applets(busybox: Path = BUSYBOX) -> list[str]:
+    result = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, timeout=10)
+    return [a for a in result.stdout.split() if a and "/" not in a and a != "busybox"]
+
+
+def trainer_spec(busybox: Path = BUSYBOX) -> ImageSpec:
+    if not busybox.exists():
+        raise ConfigError(f"{busybox} missing: install Debian's busybox-static (`bash sim/install-deps.sh`); the "
+                          "real nodes' trainer image is built from it")
+    links = tuple(ImageFile(f"bin/{applet}", target="busybox") for applet in busybox_applets(busybox))
+    return ImageSpec(TRAINER_IMAGE, (ImageFile("bin/busybox", busybox.read_bytes()), *links), cmd=("sh",))
+
+
+def images_dir() -> Path:
+    return paths.build_root() / "images"
+
+
+def archive_path(spec: ImageSpec) -> Path:
+    return images_dir() / f"{spec.name.rsplit('/', 1)[1].replace(':', '-')}.tar"
+
+
+def build(specs: Iterable[ImageSpec]) -> list[Path]:
+    """Write each image's archive unless the same bytes are there already; return the archives."""
+    images_dir().mkdir(parents=True, exist_ok=True)
+    written = []
+    for spec in specs:
+        data, target = docker_archive(spec), archive_path(spec)
+        if not target.exists() or target.read_bytes() != data:
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        written.append(target)
+    return written
+
+
+def import_into(containerd_socket: Path, archives: Iterable[Path]) -> None:
+    """Import the archives into one containerd's CRI namespace (unpacked for its default snapshotter)."""
+    for archive in archives:
+        result = subprocess.run(["ctr", f"--address={containerd_socket}", f"--namespace={CRI_NAMESPACE}",
+                                 "images", "import", str(archive)],
+                                capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S)
+        if result.returncode != 0:
+            raise SimError(f"importing {archive} into containerd ({containerd_socket}) failed: "
+                           f"{(result.stderr or result.stdout).strip()}")

@@ -1,0 +1,3 @@
+module gpupoc.local/sim/pause
+
+go 1.26.0
