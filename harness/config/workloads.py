@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SIM_IMAGE_PREFIX = "sim/"
+SIM_IMAGE_PREFIXES = (SIM_IMAGE_PREFIX, "gpupoc.local/")  # kwok's, and the sim's real nodes' (built and imported there)
 SIM_ANNOTATION_PREFIX = "sim.gpupoc.io/"
 RUN_FOR_ANNOTATION = SIM_ANNOTATION_PREFIX + "run-for"  # kwok ends a member's pod after this long (the sim's stage)
 MODEL_ANNOTATION = SIM_ANNOTATION_PREFIX + "model"  # the model a serving pod serves (the sim's stand-in reads it)
@@ -27,8 +28,11 @@ PODINFO_VOLUME, PODINFO_DIR = "gpupoc-podinfo", "/etc/gpupoc"
 RESTRICTED, NO_SECURITY_CONTEXT = "restricted", "none"
 NOBODY = 65534
 
-# Runs for the job's duration ({run_for_s}, whole seconds), exits with the requested code once asked, logs each step.
+# Runs for the job's duration ({run_for_s}, whole seconds), exits with the requested code once asked, logs each step;
+# a SIGTERM (the pod deleted, preempted) ends it within a second, as a trainer that checkpoints and exits would (as
+# PID 1 a shell ignores it otherwise, and the kubelet waits out the grace period).
 TRAINER_SCRIPT = (
+    'trap \'echo "gpupoc trainer $HOSTNAME: terminated"; exit 143\' TERM; '
     'echo "gpupoc trainer $HOSTNAME: running for {run_for_s}s"; end=$(( $(date +%s) + {run_for_s} )); '
     'while [ "$(date +%s)" -lt "$end" ]; do '
     f'code=$(sed -n \'s/^{EXIT_REQUEST_ANNOTATION.replace("/", "[/]")}="\\([0-9]*\\)"$/\\1/p\' '
@@ -107,7 +111,7 @@ class WorkloadSpec:
         images = [("workloads.trainer.image", self.trainer.image),
                   ("workloads.model_server.image", self.model_server.image),
                   ("workloads.gpu_probe.image", self.gpu_probe_image), ("workloads.ray.image", self.ray_image)]
-        found = [(name, image) for name, image in images if image.startswith(SIM_IMAGE_PREFIX)]
+        found = [(name, image) for name, image in images if image.startswith(SIM_IMAGE_PREFIXES)]
         if self.sim_annotations:
             found.append(("workloads.sim_annotations", "true"))
         return found

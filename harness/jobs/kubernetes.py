@@ -149,8 +149,9 @@ class Workloads:
         return f"pod {name} asked to fail (exit {MEMBER_FAILURE_EXIT})"
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
-        """Nodes offering a whole node's worth of GPUs."""
-        nodes = client.CoreV1Api(self.api).list_node().items
+        """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(self.workload_spec.pod_defaults.node_selector.items()))
+        nodes = client.CoreV1Api(self.api).list_node(label_selector=selector or None).items
         return sum(1 for n in nodes if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
 
     def track(self, namespace: str, api_version: str, kind: str,

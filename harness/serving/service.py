@@ -19,6 +19,7 @@ VERSION_LABEL = "version"         # what a pod serves; changes in a rollout (not
 SERVER_PORT = 8000
 PORT_NAME = "http"  # the server's port and the Service's: its number is the profile's (workloads.model_server.port)
 SERVICE_PORT = 80
+PRE_STOP_S = 3
 SIM = "sim.gpupoc.io/"
 
 
@@ -65,6 +66,9 @@ class ModelService:
                 "name": SERVER_CONTAINER, "image": self.image,
                 "ports": [{"name": PORT_NAME, "containerPort": SERVER_PORT}],
                 "readinessProbe": {"httpGet": {"path": "/health", "port": SERVER_PORT}, "periodSeconds": 2},
+                # Endpoints and kube-proxy drop a terminating pod before it stops listening (a rollout without
+                # refused connections); the kubelet's own sleep action, no shell needed in the image.
+                "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_S}}},
                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
                               "limits": {"cpu": "1", "memory": "2Gi", self.gpu_resource: str(self.gpus)}}}]}
         if placement.get("schedulerName"):

@@ -145,7 +145,7 @@ def _prepare_real_nodes(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNo
     realnodes.add_addresses(serving.netns_name(cfg.ports), real)
     realnodes.make_cgroups(real)
     realnodes.make_mount_namespaces(real)
-    images.build([images.pause_spec(paths.bin_dir() / "gpupoc-pause"), images.trainer_spec()])
+    images.node_images(paths.bin_dir() / "gpupoc-pause")
 
 
 def _real_node_state(real: list[realnodes.RealNode]) -> dict[str, Any]:
@@ -303,8 +303,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             realnodes.node_rbac(api)
             netns_name = serving.netns_name(cfg.ports)
             start_together([realnodes.containerd_component(n, netns_name) for n in real])
-            archives = [images.archive_path(images.pause_spec(paths.bin_dir() / "gpupoc-pause")),
-                        images.archive_path(images.trainer_spec())]
+            archives = images.node_images(paths.bin_dir() / "gpupoc-pause")
             for node in real:
                 images.import_into(node.containerd_socket, archives)
             say(f"  {'images imported':<28} {'':<11} after {time.monotonic() - started:5.1f}s")

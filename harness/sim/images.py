@@ -3,7 +3,9 @@
 Each image is a docker-archive tarball (one layer, a config, manifest.json), written byte for byte the same for the
 same inputs (fixed mtimes and owners), cached in the build root beside the Go binaries and imported into each real
 node's containerd with `ctr images import`. The sandbox image runs gpupoc's own pause program (sim/pause); the
-trainer image is Debian's busybox-static with its applets as links, enough for `sh -c 'echo ...; exit 3'`.
+trainer image is Debian's busybox-static with its applets as links, enough for `sh -c 'echo ...; exit 3'`; the
+model server image is Python from Debian's packages (unpacked with dpkg-deb, no registry) running gpupoc's vLLM
+stand-in (`python3 -m harness.sim.standin`, standard library only).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,14 @@ from harness.core.errors import ConfigError, SimError
 
 PAUSE_IMAGE = "gpupoc.local/pause:1"
 TRAINER_IMAGE = "gpupoc.local/trainer:1"
+STANDIN_IMAGE = "gpupoc.local/standin:1"
+# Python and what importing asyncio, json and ssl needs at run time (their dependencies, by hand: no apt resolver in
+# an image without dpkg). Downloaded with `apt-get download`, cached beside the images.
+STANDIN_PACKAGES = ("python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libc6", "zlib1g",
+                    "libexpat1", "libffi8", "libssl3", "libbz2-1.0", "liblzma5", "libgcc-s1", "media-types")
+STANDIN_SOURCES = ("harness/__init__.py", "harness/sim/__init__.py", "harness/sim/standin.py")
+APP_DIR = "opt/gpupoc"
+DOWNLOAD_TIMEOUT_S = 300.0
 BUSYBOX = Path("/bin/busybox")
 IMPORT_TIMEOUT_S = 60.0
 CRI_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin reads images from
@@ -44,6 +55,7 @@ class ImageSpec:
     files: tuple[ImageFile, ...]
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
+    env: tuple[str, ...] = ("PATH=/bin",)
 
 
 def _layer(files: Iterable[ImageFile]) -> bytes:
@@ -73,7 +85,7 @@ def docker_archive(spec: ImageSpec) -> bytes:
     layer_id = hashlib.sha256(layer).hexdigest()
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Env": ["PATH=/bin"], "Entrypoint": list(spec.entrypoint) or None, "Cmd": list(spec.cmd) or None},
+        "config": {"Env": list(spec.env), "Entrypoint": list(spec.entrypoint) or None, "Cmd": list(spec.cmd) or None},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
         "history": [{"created_by": "gpupoc sim (harness/sim/images.py)"}],
     }, sort_keys=True).encode()
@@ -104,6 +116,62 @@ def trainer_spec(busybox: Path = BUSYBOX) -> ImageSpec:
                           "real nodes' trainer image is built from it")
     links = tuple(ImageFile(f"bin/{applet}", target="busybox") for applet in busybox_applets(busybox))
     return ImageSpec(TRAINER_IMAGE, (ImageFile("bin/busybox", busybox.read_bytes()), *links), cmd=("sh",))
+
+
+def debian_files(packages: Iterable[str], debs: Path) -> list[ImageFile]:
+    """The files of Debian `packages` (downloaded into `debs` once), unpacked as dpkg would, as image entries."""
+    debs.mkdir(parents=True, exist_ok=True)
+    wanted = list(packages)
+    have = {p.name.split("_", 1)[0] for p in debs.glob("*.deb")}
+    missing = [p for p in wanted if p not in have]
+    if missing:
+        result = subprocess.run(["apt-get", "download", *missing], cwd=debs, capture_output=True, text=True,
+                                timeout=DOWNLOAD_TIMEOUT_S)
+        if result.returncode != 0:
+            raise SimError(f"apt-get download {' '.join(missing)} failed: {(result.stderr or result.stdout).strip()}")
+    files: dict[str, ImageFile] = {}
+    with tempfile.TemporaryDirectory(prefix="gpupoc-rootfs-") as tmp:
+        for package in wanted:
+            deb = next(p for p in sorted(debs.glob(f"{package}_*.deb")))
+            subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True, capture_output=True, timeout=60)
+        root = Path(tmp)
+        for path in sorted(root.rglob("*")):
+            name = str(path.relative_to(root))
+            if path.is_symlink():
+                files[name] = ImageFile(name, target=os.readlink(path))
+            elif path.is_file():
+                files[name] = ImageFile(name, path.read_bytes(), mode=path.stat().st_mode & 0o777)
+    return list(files.values())
+
+
+def standin_spec(debs: Path | None = None) -> ImageSpec:
+    """Python from Debian and the stand-in's three source files: a model server without a GPU, run as any user."""
+    sources = tuple(ImageFile(f"{APP_DIR}/{name}", (paths.REPO_ROOT / name).read_bytes(), mode=0o644)
+                    for name in STANDIN_SOURCES)
+    return ImageSpec(STANDIN_IMAGE, (*debian_files(STANDIN_PACKAGES, debs or images_dir() / "debs"), *sources),
+                     entrypoint=("/usr/bin/python3.11", "-m", "harness.sim.standin"),
+                     env=("PATH=/usr/bin:/bin", f"PYTHONPATH=/{APP_DIR}", "PYTHONUNBUFFERED=1"))
+
+
+def standin_inputs() -> str:
+    """What the stand-in image is made of (its packages and sources): a change rebuilds it."""
+    digest = hashlib.sha256(" ".join(STANDIN_PACKAGES).encode())
+    for name in STANDIN_SOURCES:
+        digest.update((paths.REPO_ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
+def node_images(pause_binary: Path) -> list[Path]:
+    """The real nodes' images, built where their inputs changed: their archives, to import into each node."""
+    archives = build([pause_spec(pause_binary), trainer_spec()])
+    standin = images_dir() / "standin-1.tar"
+    stamp = standin.with_suffix(".inputs")
+    if not standin.exists() or not stamp.exists() or stamp.read_text() != standin_inputs():
+        archives += build([standin_spec()])
+        stamp.write_text(standin_inputs())
+    else:
+        archives.append(standin)
+    return archives
 
 
 def images_dir() -> Path:
