@@ -148,6 +148,22 @@ class Workloads:
         client.CoreV1Api(self.api).patch_namespaced_pod(name, namespace, patch)
         return f"pod {name} asked to fail (exit {MEMBER_FAILURE_EXIT})"
 
+    def member_outcomes(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each ended container of the pods: its exit code and reason (the pod's status, as the kubelet reported it)
+        and its log's last lines (pods/log; a pod on a kwok node has no kubelet to serve one)."""
+        core = client.CoreV1Api(self.api)
+        rows = []
+        for pod in members:
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                ended = (status.get("state") or {}).get("terminated") or \
+                    (status.get("lastState") or {}).get("terminated")
+                if not ended:
+                    continue
+                rows.append({"member": pod["metadata"]["name"], "container": status.get("name"),
+                             "exit code": ended.get("exitCode"), "reason": ended.get("reason"),
+                             "log (last lines)": container_log(core, pod, str(status.get("name")))})
+        return rows
+
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.workload_spec.pod_defaults.node_selector.items()))
@@ -350,3 +366,17 @@ def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, An
         if any(o.get("name") == job.name for o in owners):
             return obj
     return None
+
+
+LOG_TAIL_LINES = 5
+
+
+def container_log(core: client.CoreV1Api, pod: dict[str, Any], container: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` of a container's log through the API (pods/log), or why there is none."""
+    meta = pod["metadata"]
+    try:
+        text = str(core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=container,
+                                                tail_lines=lines))
+    except client.ApiException as exc:
+        return f"(no log: {exc.status} {exc.reason}; a pod on a kwok node has no kubelet to serve one)"
+    return text.strip()

@@ -41,6 +41,11 @@ class JobSystem(Protocol):
     def delete(self, job: GangJob) -> None:
         ...
 
+    def member_outcomes(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What each ended member's process did, from the node's own facts: its exit code and reason, and the last
+        lines of its log where the job system keeps one (a table of the evidence; empty where nothing ended)."""
+        ...
+
     def jobs(self, namespace: str) -> Tracker:
         ...
 

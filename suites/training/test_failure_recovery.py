@@ -51,6 +51,10 @@ def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
                     lambda o: not any(p["metadata"].get("uid") == victim_uid and p["status"].get("phase") == "Running"
                                       for p in o.values()), profile.timeouts.run)
     failed_at = time.time()
+    ended = workloads.member_outcomes([p for p in [*pods.gone.values(), *pods.objects.values()]
+                                       if p["metadata"].get("uid") == victim_uid])
+    if ended:
+        ev.tables["the failed member: its exit code and log, as its node reported them"] = ended
     recovered_s: float | None = None
     jobs = workloads.jobs(tenant.namespace)
     jobs.on_event(lambda _event, _job: pods.poke())  # a failed job ends the wait for its pods at once

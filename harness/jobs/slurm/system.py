@@ -418,6 +418,11 @@ class SlurmJobs:
     def tracked_name(self, job: GangJob) -> str:
         return job.name
 
+    def member_outcomes(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Slurm: the member's job record (its exit code as slurmctld recorded it); its output file is the site's."""
+        return [{"member": m["metadata"]["name"], "exit code": (m.get("status") or {}).get("exitCode")}
+                for m in members if (m.get("status") or {}).get("exitCode") is not None]
+
     def fail_member(self, member: dict[str, Any]) -> str:
         """The member's node fails where the site lets the harness fail one (the sim): Slurm requeues the job or,
         if it does not allow requeueing, ends it NODE_FAIL. Elsewhere the job's batch script is signalled
