@@ -1,7 +1,10 @@
 """Real nodes (`gpupoc sim up --real-nodes N`): a pod really runs on a real kubelet (with a simulated GPU from the
-sim's device plugin), and `sim down` leaves nothing.
+sim's device plugin); the suites' cases run there with real containers (profiles/sim-real-nodes.yaml), one backend
+per mechanism (the full real-node matrix is `make poc`'s); a platform's refusal ends a case with its reason; and
+`sim down` leaves nothing.
 
-On a sim of its own (home, ports and network namespace apart from the worker's sim), like test_lifecycle.py.
+One sim for the file, of its own (home, ports and network namespace apart from the worker's sim), like
+test_lifecycle.py; its tests run in order (the last takes it down and looks for what is left).
 """
 
 from __future__ import annotations
@@ -12,15 +15,22 @@ import re
 import subprocess
 import sys
 import time
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config as kube_config
 
-from harness.core.paths import build_root
+from harness.config.profile import load_profile
+from harness.core.paths import REPO_ROOT, build_root
+from harness.record.model import load_record
 from harness.sim import netns, procs, realnode_teardown, realnodes
 
+REAL_NODE_PROFILE = REPO_ROOT / "profiles" / "sim-real-nodes.yaml"
+ENFORCE = "pod-security.kubernetes.io/enforce"
+GPUS_PER_NODE = 4
 PORT_BASE = 20000  # below the side-by-side parts' sims (21000-26000)
 REAL_NODES = 2
 READY_WITHIN_S = 60.0
@@ -34,12 +44,37 @@ def gpupoc(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
-@pytest.fixture()
-def real_node_sim(tmp_path: Path) -> Iterator[dict[str, str]]:
-    env = {**os.environ, "GPUPOC_HOME": str(tmp_path), "GPUPOC_BUILD_HOME": str(build_root()),
-           "GPUPOC_SIM_PORT_BASE": str(PORT_BASE)}
+@pytest.fixture(scope="module")
+def real_node_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Up once for the file: 1 kwok node and 2 real nodes of 4 GPUs each (the real-node profile's shape), Kueue."""
+    env = {**os.environ, "GPUPOC_HOME": str(tmp_path_factory.mktemp("real-nodes")),
+           "GPUPOC_BUILD_HOME": str(build_root()), "GPUPOC_SIM_PORT_BASE": str(PORT_BASE),
+           "GPUPOC_SIM_SCHEDULERS": "kueue"}
+    up = gpupoc(env, "sim", "up", "--nodes", "1", "--real-nodes", str(REAL_NODES), "--gpus-per-node",
+                str(GPUS_PER_NODE))
+    assert up.returncode == 0, up.stderr + up.stdout
+    setup = gpupoc(env, "setup", f"--profile={REAL_NODE_PROFILE}")  # its tenants' namespaces, before a case runs
+    assert setup.returncode == 0, setup.stderr + setup.stdout
+    env["UP_OUTPUT"] = up.stdout
     yield env
     gpupoc(env, "sim", "down")
+
+
+def core_of(env: dict[str, str]) -> client.CoreV1Api:
+    kubeconfig = Path(env["GPUPOC_HOME"]) / "sim" / "kubeconfig"
+    return client.CoreV1Api(kube_config.new_client_from_config(config_file=str(kubeconfig)))
+
+
+def suites_on(env: dict[str, str], tmp_path: Path, run_id: str, *args: str,
+              profile: Path = REAL_NODE_PROFILE) -> list[tuple[str, str, str, str]]:
+    """Run cases on the real nodes; (criterion, backend, outcome, message) of each."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", *args,
+                             f"--profile={profile}", f"--run-id={run_id}", f"--reports-dir={tmp_path}"],
+                            cwd=REPO_ROOT, env={k: v for k, v in env.items() if k != "UP_OUTPUT"},
+                            capture_output=True, text=True, timeout=900)
+    record = tmp_path / run_id / "record.json"
+    assert record.exists(), result.stdout[-3000:] + result.stderr[-2000:]
+    return [(r.criterion, r.backend, r.outcome, r.message) for r in load_record(record).results]
 
 
 def busybox_pod(name: str) -> dict[str, object]:
@@ -67,15 +102,10 @@ def wait_terminated(core: client.CoreV1Api, name: str, namespace: str) -> client
                          f"last: {last}")
 
 
-def test_a_pod_really_runs_on_a_real_node_and_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
-    up = gpupoc(real_node_sim, "sim", "up", "--nodes", "1", "--schedulers", "none", "--real-nodes", str(REAL_NODES))
-    assert up.returncode == 0, up.stderr + up.stdout
-    ready = re.search(r"real nodes\s+Ready after\s+([\d.]+)s", up.stdout)
-    assert ready and float(ready.group(1)) < READY_WITHIN_S, up.stdout
-    home = Path(real_node_sim["GPUPOC_HOME"])
-    state = json.loads((home / "sim" / "state.json").read_text())
-
-    core = client.CoreV1Api(kube_config.new_client_from_config(config_file=str(home / "sim" / "kubeconfig")))
+def test_a_pod_really_runs_on_a_real_node(real_node_sim: dict[str, str]) -> None:
+    ready = re.search(r"real nodes\s+Ready after\s+([\d.]+)s", real_node_sim["UP_OUTPUT"])
+    assert ready and float(ready.group(1)) < READY_WITHIN_S, real_node_sim["UP_OUTPUT"]
+    core = core_of(real_node_sim)
     real = core.list_node(label_selector=f"{realnodes.LABEL}=true").items
     assert sorted(n.metadata.name for n in real) == [f"real-node-{i}" for i in range(REAL_NODES)]
     assert all(n.status.node_info.container_runtime_version.startswith("containerd://") for n in real)
@@ -94,6 +124,45 @@ def test_a_pod_really_runs_on_a_real_node_and_down_leaves_nothing(real_node_sim:
         assert re.search(rf"containerd-real-node-{i} .* containerd \S+ \+ runc \S+", status.stdout), status.stdout
         assert f"device-plugin-real-node-{i}" in status.stdout
 
+
+def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dict[str, str], tmp_path: Path) -> None:
+    """Gang admission passes on Kueue and FAILs on kube-scheduler as designed; failure recovery (a real exit 137, the
+    Job controller's own backoff), cold start and rolling release (the kubelet's readiness probes, kube-proxy to
+    real containers) pass; the serving pods meet Pod Security `restricted`, which their namespaces enforce."""
+    with restricted(real_node_sim):
+        outcomes = suites_on(real_node_sim, tmp_path, "real-nodes", "--backends=default,kueue",
+                             "suites/training/test_gang_admission.py",
+                             "suites/training/test_failure_recovery.py::test_failure_recovery",
+                             "suites/inference/test_cold_start.py", "suites/inference/test_rolling_release.py",
+                             "-k", "gang_admission or default")
+    seen = {(c, b): (o, m) for c, b, o, m in outcomes}
+    expected = {("training.gang_admission", "kueue"): "PASS", ("training.gang_admission", "default"): "FAIL",
+                ("training.failure_recovery", "default"): "PASS", ("inference.cold_start", "default"): "PASS",
+                ("inference.rolling_release", "default"): "PASS"}
+    assert {k: o for k, (o, _) in seen.items()} == expected, seen
+    assert "1 of 2 pods were bound while the gang could not fit" in seen[("training.gang_admission", "default")][1]
+    record = load_record(tmp_path / "real-nodes" / "record.json")
+    recovery = next(r for r in record.results if r.criterion == "training.failure_recovery")
+    ended = next(rows for name, rows in recovery.evidence[0]["tables"].items() if "failed member" in name)
+    assert ended[0]["exit code"] == 137 and "exiting with 137 as asked" in ended[0]["log (last lines)"], ended
+
+
+def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_sim: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    variant = tmp_path / "no-security-context.yaml"
+    data = yaml.safe_load(REAL_NODE_PROFILE.read_text())
+    data["workloads"]["pod_defaults"]["security"] = "none"
+    variant.write_text(yaml.safe_dump(data))
+    with restricted(real_node_sim):
+        outcomes = suites_on(real_node_sim, tmp_path, "refused", "--backends=default",
+                             "suites/inference/test_cold_start.py", profile=variant)
+    assert [(o, "violates PodSecurity" in m, "not done after" in m) for _, _, o, m in outcomes] == \
+        [("ERROR", True, False)], outcomes
+
+
+def test_sim_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
+    home = Path(real_node_sim["GPUPOC_HOME"])
+    state = json.loads((home / "sim" / "state.json").read_text())
     down = gpupoc(real_node_sim, "sim", "down")
     assert down.returncode == 0, down.stderr + down.stdout
     assert not [n for n, c in state["components"].items() if procs.is_running(c["pid"], c["binary"])]
@@ -102,3 +171,19 @@ def test_a_pod_really_runs_on_a_real_node_and_down_leaves_nothing(real_node_sim:
     assert not [h for h in realnodes.cgroup_hierarchies() if (h / f"gpupoc-{PORT_BASE}").exists()]
     assert not [s for n in state["real_nodes"]["nodes"] for s in realnode_teardown.stray_shims(n["socket"])]
     assert not netns.exists(netns.name_for(PORT_BASE))
+
+
+@contextlib.contextmanager
+def restricted(env: dict[str, str]) -> Iterator[None]:
+    """The tenants' serving namespaces (the fixture's `gpupoc setup` made them) enforce Pod Security's `restricted`
+    level meanwhile."""
+    core = core_of(env)
+    names = [t.inference_namespace for t in load_profile(REAL_NODE_PROFILE).tenants]
+    for name in names:
+        core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: "restricted"}}})
+    try:
+        yield
+    finally:
+        for name in names:
+            with contextlib.suppress(client.ApiException):
+                core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: None}}})
