@@ -7,6 +7,8 @@ from typing import Any
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SIMULATED_LABEL = "gpupoc.io/simulated"
+SIMULATED_GPUS_LABEL = "gpupoc.io/simulated-gpus"  # a real kubelet whose devices are simulated (the sim's real nodes)
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # a node kwok plays: no kubelet, no container runs there
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class NodeGpus:
     instance_type: str
     provider: str
     simulated: bool
+    kwok: bool = False  # the node is kwok's (scheduling only); else a real kubelet runs its pods
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -48,7 +51,9 @@ def node_gpus(node: dict[str, Any]) -> NodeGpus | None:
         cuda_version=cuda or "unknown", mig_capable=None if mig is None else mig == "true",
         sharing=labels.get("nvidia.com/gpu.sharing-strategy", "none"),
         instance_type=labels.get("node.kubernetes.io/instance-type", "unknown"),
-        provider=provider_of(node), simulated=labels.get(SIMULATED_LABEL) == "true")
+        provider=provider_of(node),
+        simulated=labels.get(SIMULATED_LABEL) == "true" or labels.get(SIMULATED_GPUS_LABEL) == "true",
+        kwok=KWOK_ANNOTATION in (node.get("metadata", {}).get("annotations") or {}))
 
 
 PROVIDERS = {"aws": "AWS", "gce": "Google Cloud", "azure": "Azure", "oci": "Oracle Cloud", "kind": "kind",

@@ -98,6 +98,10 @@ def gpu_summary(nodes: list[dict[str, Any]]) -> str:
         drivers = ", ".join(sorted({str(n.get("driver_version")) for n in group}))
         cuda = ", ".join(sorted({str(n.get("cuda_version")) for n in group if n.get("cuda_version")}))
         kind = "simulated" if all(n.get("simulated") for n in group) else "real"
+        kwok = sum(1 for n in group if n.get("kwok"))
+        # the sim's real nodes: real kubelets, simulated devices (a record older than the field says nothing)
+        if kind == "simulated" and all("kwok" in n for n in group) and kwok < len(group):
+            kind += f"; {kwok} kwok, {len(group) - kwok} real kubelet{'s' if len(group) - kwok != 1 else ''}"
         parts.append(f"{count} × {model} ({len(group)} node{'s' if len(group) != 1 else ''}, {kind}), "
                      f"driver {drivers}" + (f", CUDA {cuda}" if cuda else ""))
     return "; ".join(parts)
