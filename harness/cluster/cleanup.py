@@ -67,7 +67,11 @@ def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
             resource = dynamic.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:
             continue
-        for item in resource.get(label_selector=selector).items:
+        try:
+            items = resource.get(label_selector=selector).items
+        except NotFoundError:  # discovery (cached) knew it; the API server no longer serves it (a sim restarted
+            continue           # without that scheduler)
+        for item in items:
             namespace = item.metadata.namespace
             if namespace in namespaces:
                 continue  # goes with its namespace

@@ -32,6 +32,19 @@ def not_started(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def creation_refused(api: client.ApiClient, namespace: str, owners: set[str], since_before: datetime) -> str | None:
+    """A controller that keeps failing to create the pods of one of `owners` (a Job, a Volcano Job, a PodGroup, by
+    name) since before `since_before`: its FailedCreate event, repeated (a refusal of a moment, a webhook's cache
+    behind, is retried and passes), with the API server's answer."""
+    events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="reason=FailedCreate").items
+    for event in events:
+        first = event.first_timestamp or event.event_time or event.metadata.creation_timestamp
+        if event.involved_object.name in owners and (event.count or 1) >= 2 and first and first < since_before:
+            return (f"{event.involved_object.kind} {event.involved_object.name} could not create its pods "
+                    f"({event.count} tries): {(event.message or '').strip()[:600]}")
+    return None
+
+
 def not_created(api: client.ApiClient, namespace: str, owner_prefix: str, since_before: datetime) -> str | None:
     """A ReplicaSet in `namespace` whose name starts with `owner_prefix` (a Deployment's) that has failed to create
     its pods since before `since_before` (its ReplicaFailure condition, which the ReplicaSet controller clears once a

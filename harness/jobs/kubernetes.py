@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import Attempt
 from harness.cluster.seam import service_account_user
 from harness.config.profile import Tenant
+from harness.cluster.inventory import KWOK_ANNOTATION
+from harness.cluster.refusals import creation_refused, not_started
 from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, dressed, exit_request, label_value_for_test, labelled
 from harness.config.workloads import WorkloadSpec
 from harness.core.samples import Samples
@@ -37,6 +40,8 @@ from harness.cluster.wait import wait_gone
 
 FAIL_LABEL, FAIL_AFTER, EXIT_CODE = "sim.gpupoc.io/fail", "sim.gpupoc.io/fail-after", "sim.gpupoc.io/exit-code"
 MEMBER_FAILURE_EXIT = 137
+REFUSED_FOR_S = 15.0  # a refusal repeated this long is the platform's answer, not a moment's
+REFUSAL_CHECK_S = 5.0
 DIAGNOSTIC_LINES = 60
 LOG_BYTES = 4096
 
@@ -67,6 +72,7 @@ class Workloads:
     _jobs: dict[str, GangJob] = field(default_factory=dict)  # name -> the job submitted
     _members: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)  # (ns, job) -> pods
     samples: Samples = field(default_factory=Samples)  # what it submitted, one per shape, for the record
+    _refusal_checked: float = float("-inf")  # when refused() last read the platform's facts
 
     @property
     def selector(self) -> str:
@@ -148,12 +154,29 @@ class Workloads:
         client.CoreV1Api(self.api).patch_namespaced_pod(name, namespace, patch)
         return f"pod {name} asked to fail (exit {MEMBER_FAILURE_EXIT})"
 
+    def refused(self, jobs: list[GangJob]) -> str | None:
+        if time.monotonic() - self._refusal_checked < REFUSAL_CHECK_S:  # a wait asks at each event: a read at most
+            return None                                                     # every few seconds
+        self._refusal_checked = time.monotonic()
+        since_before = datetime.now(timezone.utc) - timedelta(seconds=REFUSED_FOR_S)
+        for namespace in sorted({job.tenant.namespace for job in jobs}):
+            names = {job.name for job in jobs}
+            why = creation_refused(self.api, namespace, names, since_before) or not_started(
+                [p for p in self.pods(namespace).objects.values() if job_of(p) in names])
+            if why:
+                return why
+        return None
+
     def member_outcomes(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each ended container of the pods: its exit code and reason (the pod's status, as the kubelet reported it)
         and its log's last lines (pods/log; a pod on a kwok node has no kubelet to serve one)."""
         core = client.CoreV1Api(self.api)
         rows = []
+        kwok: dict[str, bool] = {}
         for pod in members:
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            if node and node not in kwok:
+                kwok[node] = KWOK_ANNOTATION in (core.read_node(node).metadata.annotations or {})
             for status in (pod.get("status") or {}).get("containerStatuses") or []:
                 ended = (status.get("state") or {}).get("terminated") or \
                     (status.get("lastState") or {}).get("terminated")
@@ -161,7 +184,8 @@ class Workloads:
                     continue
                 rows.append({"member": pod["metadata"]["name"], "container": status.get("name"),
                              "exit code": ended.get("exitCode"), "reason": ended.get("reason"),
-                             "log (last lines)": container_log(core, pod, str(status.get("name")))})
+                             "log (last lines)": "(none: a kwok node has no kubelet to serve one)" if kwok.get(node)
+                             else container_log(core, pod, str(status.get("name")))})
         return rows
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:

@@ -41,6 +41,12 @@ class JobSystem(Protocol):
     def delete(self, job: GangJob) -> None:
         ...
 
+    def refused(self, jobs: list[GangJob]) -> str | None:
+        """Why the platform will not run these jobs, from its own facts, if it has said so for a while: a controller
+        that cannot create their members (Pod Security, a quota, a webhook) or a node that cannot start them (an
+        image it cannot pull). A wait for them ends with it: the run could not be made (an ERROR), not a FAIL."""
+        ...
+
     def member_outcomes(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What each ended member's process did, from the node's own facts: its exit code and reason, and the last
         lines of its log where the job system keeps one (a table of the evidence; empty where nothing ended)."""

@@ -45,7 +45,8 @@ def submit_and_wait_running(workloads: JobSystem, jobs: list[GangJob], what: str
     for job in jobs:
         workloads.submit(job)
     tracker = workloads.jobs(jobs[0].tenant.namespace)
-    tracker.wait_until(what, lambda objs: all(state_is(workloads, j, *STARTED)(objs) for j in jobs), timeout_s)
+    tracker.wait_until(what, lambda objs: all(state_is(workloads, j, *STARTED)(objs) for j in jobs), timeout_s,
+                       failed=lambda _: workloads.refused(jobs))
     starts = [first_seen(workloads.timeline, tracker.kind, workloads.tracked_name(j), *STARTED) for j in jobs]
     return max((s for s in starts if s is not None), default=time.time()) - submitted
 

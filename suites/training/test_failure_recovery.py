@@ -43,7 +43,7 @@ def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
     workloads.submit(job)
     pods = workloads.members(tenant.namespace)
     objs = pods.wait_until(f"all {PODS} pods of {job.name} running", lambda o: len(running(o, job)) == PODS,
-                           profile.timeouts.run)
+                           profile.timeouts.run, failed=lambda _: workloads.refused([job]))
     victim = objs[running(objs, job)[0]]
     ev.note(workloads.fail_member(victim))
     victim_uid = victim["metadata"]["uid"]

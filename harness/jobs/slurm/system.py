@@ -418,6 +418,10 @@ class SlurmJobs:
     def tracked_name(self, job: GangJob) -> str:
         return job.name
 
+    def refused(self, jobs: list[GangJob]) -> str | None:
+        """Slurm refuses at submission (sbatch's answer is the error), never later."""
+        return None
+
     def member_outcomes(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Slurm: the member's job record (its exit code as slurmctld recorded it); its output file is the site's."""
         return [{"member": m["metadata"]["name"], "exit code": (m.get("status") or {}).get("exitCode")}
