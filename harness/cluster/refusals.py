@@ -34,14 +34,21 @@ def not_started(pods: list[dict[str, Any]]) -> str | None:
 
 def creation_refused(api: client.ApiClient, namespace: str, owners: set[str], since_before: datetime) -> str | None:
     """A controller that keeps failing to create the pods of one of `owners` (a Job, a Volcano Job, a PodGroup, by
-    name) since before `since_before`: its FailedCreate event, repeated (a refusal of a moment, a webhook's cache
-    behind, is retried and passes), with the API server's answer."""
+    name) since before `since_before`: its FailedCreate events, more than one (each try names another pod, so each is
+    an event of its own; a refusal of a moment, a webhook's cache behind, is retried and passes), with the API
+    server's latest answer."""
     events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="reason=FailedCreate").items
+    by_owner: dict[str, list[Any]] = {}
     for event in events:
-        first = event.first_timestamp or event.event_time or event.metadata.creation_timestamp
-        if event.involved_object.name in owners and (event.count or 1) >= 2 and first and first < since_before:
-            return (f"{event.involved_object.kind} {event.involved_object.name} could not create its pods "
-                    f"({event.count} tries): {(event.message or '').strip()[:600]}")
+        if event.involved_object.name in owners:
+            by_owner.setdefault(event.involved_object.name, []).append(event)
+    for name, tries in sorted(by_owner.items()):
+        stamps = sorted(e.first_timestamp or e.event_time or e.metadata.creation_timestamp for e in tries)
+        count = sum(e.count or 1 for e in tries)
+        if count >= 2 and stamps[0] < since_before:
+            latest = max(tries, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+            return (f"{latest.involved_object.kind} {name} could not create its pods ({count} tries): "
+                    f"{(latest.message or '').strip()[:600]}")
     return None
 
 

@@ -149,15 +149,19 @@ def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dic
 
 def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_sim: dict[str, str],
                                                                      tmp_path: Path) -> None:
+    """A profile whose pods ask for no security context, in namespaces that enforce `restricted`: the API server
+    refuses the ReplicaSet's and the Job's pods, and each case ends as an ERROR naming the refusal (no timeout)."""
     variant = tmp_path / "no-security-context.yaml"
     data = yaml.safe_load(REAL_NODE_PROFILE.read_text())
     data["workloads"]["pod_defaults"]["security"] = "none"
     variant.write_text(yaml.safe_dump(data))
-    with restricted(real_node_sim):
+    with restricted(real_node_sim, serving_only=False):
         outcomes = suites_on(real_node_sim, tmp_path, "refused", "--backends=default",
-                             "suites/inference/test_cold_start.py", profile=variant)
-    assert [(o, "violates PodSecurity" in m, "not done after" in m) for _, _, o, m in outcomes] == \
-        [("ERROR", True, False)], outcomes
+                             "suites/inference/test_cold_start.py",
+                             "suites/training/test_failure_recovery.py::test_failure_recovery", profile=variant)
+    assert sorted((c, o, "could not create its pods" in m and "violates PodSecurity" in m, "not done after" in m)
+                  for c, _, o, m in outcomes) == [("inference.cold_start", "ERROR", True, False),
+                                                  ("training.failure_recovery", "ERROR", True, False)], outcomes
 
 
 def test_sim_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
@@ -174,11 +178,12 @@ def test_sim_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def restricted(env: dict[str, str]) -> Iterator[None]:
-    """The tenants' serving namespaces (the fixture's `gpupoc setup` made them) enforce Pod Security's `restricted`
-    level meanwhile."""
+def restricted(env: dict[str, str], serving_only: bool = True) -> Iterator[None]:
+    """The tenants' serving namespaces (and their training ones too: `serving_only=False`), which the fixture's
+    `gpupoc setup` made, enforce Pod Security's `restricted` level meanwhile."""
     core = core_of(env)
-    names = [t.inference_namespace for t in load_profile(REAL_NODE_PROFILE).tenants]
+    tenants = load_profile(REAL_NODE_PROFILE).tenants
+    names = [t.inference_namespace for t in tenants] + ([] if serving_only else [t.namespace for t in tenants])
     for name in names:
         core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: "restricted"}}})
     try:

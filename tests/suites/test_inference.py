@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -33,7 +32,7 @@ from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
 from harness.config.profile import load_profile
 from tests.suites.test_governance import suite
-from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant
+from tests.suites.test_training_sensitivity import SIM_PROFILE
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscaling", "inference.rolling_release",
@@ -140,18 +139,3 @@ def restricted_serving_namespaces(sim_api: client.ApiClient) -> Iterator[None]:
         for name in namespaces:
             core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: None}}})
 
-
-def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(
-        tmp_path: Path, restricted_serving_namespaces: None) -> None:
-    """A profile whose pods ask for no security context, in a namespace that enforces `restricted`: the API server
-    refuses the ReplicaSet's pods, and the case ends at once as an ERROR naming the refusal (never a timeout)."""
-    def no_security_context(data: dict[str, Any]) -> None:
-        data.setdefault("workloads", {})["pod_defaults"] = {"security": "none"}
-
-    result = suite("suites/inference/test_cold_start.py", "--backends=default", "--run-id=refused",
-                   f"--reports-dir={tmp_path}", f"--profile={profile_variant(tmp_path, no_security_context)}")
-    record = load_record(tmp_path / "refused" / "record.json")
-    assert [r.outcome for r in record.results] == ["ERROR"], result.stdout[-3000:]
-    message = record.results[0].message
-    assert "could not create its pods" in message and 'violates PodSecurity "restricted:latest"' in message, message
-    assert "not done after" not in message, message
