@@ -57,8 +57,9 @@ class Trainer:
 
 @dataclass(frozen=True)
 class ModelServer:
-    """A model server: `args` (with {model}, {port} and {version}: what the pod serves) start it; it answers `readiness_path` once loaded and
-    exports vLLM's metrics on `metrics_path`. The sim's default asks the sim's data plane for a stand-in."""
+    """A model server: `args` (with {model}, {port} and {version}: what the pod serves) start it; it answers
+    `readiness_path` once loaded and exports vLLM's metrics on `metrics_path`. The sim's default asks the sim's data
+    plane for a stand-in."""
 
     image: str = "sim/vllm:0.9"
     args: tuple[str, ...] = ()

@@ -27,9 +27,9 @@ from harness.config.profile import load_profile
 from harness.core.paths import REPO_ROOT, build_root
 from harness.record.model import load_record
 from harness.sim import netns, procs, realnode_teardown, realnodes
+from tests.pod_security import restricted
 
 REAL_NODE_PROFILE = REPO_ROOT / "profiles" / "sim-real-nodes.yaml"
-ENFORCE = "pod-security.kubernetes.io/enforce"
 GPUS_PER_NODE = 4
 PORT_BASE = 20000  # below the side-by-side parts' sims (21000-26000)
 REAL_NODES = 2
@@ -129,7 +129,7 @@ def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dic
     """Gang admission passes on Kueue and FAILs on kube-scheduler as designed; failure recovery (a real exit 137, the
     Job controller's own backoff), cold start and rolling release (the kubelet's readiness probes, kube-proxy to
     real containers) pass; the serving pods meet Pod Security `restricted`, which their namespaces enforce."""
-    with restricted(real_node_sim):
+    with restricted_namespaces(real_node_sim):
         outcomes = suites_on(real_node_sim, tmp_path, "real-nodes", "--backends=default,kueue",
                              "suites/training/test_gang_admission.py",
                              "suites/training/test_failure_recovery.py::test_failure_recovery",
@@ -155,7 +155,7 @@ def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_si
     data = yaml.safe_load(REAL_NODE_PROFILE.read_text())
     data["workloads"]["pod_defaults"]["security"] = "none"
     variant.write_text(yaml.safe_dump(data))
-    with restricted(real_node_sim, serving_only=False):
+    with restricted_namespaces(real_node_sim, serving_only=False):
         outcomes = suites_on(real_node_sim, tmp_path, "refused", "--backends=default",
                              "suites/inference/test_cold_start.py",
                              "suites/training/test_failure_recovery.py::test_failure_recovery", profile=variant)
@@ -177,18 +177,9 @@ def test_sim_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
     assert not netns.exists(netns.name_for(PORT_BASE))
 
 
-@contextlib.contextmanager
-def restricted(env: dict[str, str], serving_only: bool = True) -> Iterator[None]:
+def restricted_namespaces(env: dict[str, str], serving_only: bool = True) -> contextlib.AbstractContextManager[None]:
     """The tenants' serving namespaces (and their training ones too: `serving_only=False`), which the fixture's
     `gpupoc setup` made, enforce Pod Security's `restricted` level meanwhile."""
-    core = core_of(env)
     tenants = load_profile(REAL_NODE_PROFILE).tenants
     names = [t.inference_namespace for t in tenants] + ([] if serving_only else [t.namespace for t in tenants])
-    for name in names:
-        core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: "restricted"}}})
-    try:
-        yield
-    finally:
-        for name in names:
-            with contextlib.suppress(client.ApiException):
-                core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: None}}})
+    return restricted(core_of(env), names)

@@ -31,10 +31,10 @@ from suites.inference.test_latency import latency_run
 from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
 from harness.config.profile import load_profile
+from tests.pod_security import restricted
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE
 
-ENFORCE = "pod-security.kubernetes.io/enforce"
 CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscaling", "inference.rolling_release",
             "inference.canary_release", "inference.service_discovery", "inference.latency")
 
@@ -129,13 +129,5 @@ def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
 @pytest.fixture()
 def restricted_serving_namespaces(sim_api: client.ApiClient) -> Iterator[None]:
     """The tenants' serving namespaces enforce Pod Security's `restricted` level (a common real-cluster setting)."""
-    core = client.CoreV1Api(sim_api)
-    namespaces = [t.inference_namespace for t in load_profile(SIM_PROFILE).tenants]
-    for name in namespaces:
-        core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: "restricted"}}})
-    try:
+    with restricted(client.CoreV1Api(sim_api), [t.inference_namespace for t in load_profile(SIM_PROFILE).tenants]):
         yield
-    finally:
-        for name in namespaces:
-            core.patch_namespace(name, {"metadata": {"labels": {ENFORCE: None}}})
-
