@@ -148,7 +148,7 @@ class Workloads:
         require_ours(pod, "fail a pod")
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
         patch = exit_request(MEMBER_FAILURE_EXIT)
-        if self.simulated and self.workload_spec.sim_annotations:
+        if self.workload_spec.sim_annotations:  # the pods may be kwok's (the preflight allows it on the sim only)
             patch["metadata"]["labels"] = {FAIL_LABEL: "true"}
             patch["metadata"]["annotations"].update({FAIL_AFTER: "0s", EXIT_CODE: str(MEMBER_FAILURE_EXIT)})
         client.CoreV1Api(self.api).patch_namespaced_pod(name, namespace, patch)

@@ -26,6 +26,7 @@ from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
 from harness.setup.references import QUEUE_KINDS, missing_references
 from harness.config.workloads import WorkloadSpec
+from harness.targets import sim as the_sim
 from harness.targets.target import Target
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
@@ -246,7 +247,9 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
                             "grant the runner its role (`gpupoc rbac`)", blocking=True))
     say("preflight: Prometheus")
     checks += prometheus_checks(target.prometheus_url, cfg.backends)
-    checks += workload_checks(cfg.profile.workloads, target.features.runs_sim_workloads)
+    # the sim reached through a kubeconfig or from a pod (as the runner's role is tested) runs the sim's workloads too
+    sim_workloads = target.features.runs_sim_workloads or the_sim.is_the_sim(target.api)
+    checks += workload_checks(cfg.profile.workloads, sim_workloads)
     return checks
 
 
