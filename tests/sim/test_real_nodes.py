@@ -126,21 +126,20 @@ def test_a_pod_really_runs_on_a_real_node(real_node_sim: dict[str, str]) -> None
 
 
 def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dict[str, str], tmp_path: Path) -> None:
-    """Gang admission passes on Kueue and FAILs on kube-scheduler as designed; failure recovery (a real exit 137, the
-    Job controller's own backoff), cold start and rolling release (the kubelet's readiness probes, kube-proxy to
-    real containers) pass; the serving pods meet Pod Security `restricted`, which their namespaces enforce."""
+    """One backend per mechanism (kube-scheduler's designed gang FAIL on real nodes is `make poc`'s): gang admission
+    passes on Kueue; failure recovery (a real exit 137, the Job controller's own backoff), cold start and rolling
+    release (the kubelet's readiness probes, kube-proxy to real containers) pass on kube-scheduler; the serving pods
+    meet Pod Security `restricted`, which their namespaces enforce."""
     with restricted_namespaces(real_node_sim):
         outcomes = suites_on(real_node_sim, tmp_path, "real-nodes", "--backends=default,kueue",
                              "suites/training/test_gang_admission.py",
                              "suites/training/test_failure_recovery.py::test_failure_recovery",
                              "suites/inference/test_cold_start.py", "suites/inference/test_rolling_release.py",
-                             "-k", "gang_admission or default")
+                             "-k", "gang_admission and kueue or not gang_admission and default")
     seen = {(c, b): (o, m) for c, b, o, m in outcomes}
-    expected = {("training.gang_admission", "kueue"): "PASS", ("training.gang_admission", "default"): "FAIL",
-                ("training.failure_recovery", "default"): "PASS", ("inference.cold_start", "default"): "PASS",
+    expected = {("training.gang_admission", "kueue"): "PASS", ("training.failure_recovery", "default"): "PASS", ("inference.cold_start", "default"): "PASS",
                 ("inference.rolling_release", "default"): "PASS"}
     assert {k: o for k, (o, _) in seen.items()} == expected, seen
-    assert "1 of 2 pods were bound while the gang could not fit" in seen[("training.gang_admission", "default")][1]
     record = load_record(tmp_path / "real-nodes" / "record.json")
     recovery = next(r for r in record.results if r.criterion == "training.failure_recovery")
     ended = next(rows for name, rows in recovery.evidence[0]["tables"].items() if "failed member" in name)
