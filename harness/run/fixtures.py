@@ -26,6 +26,7 @@ from harness.cluster.safety import destructive_refusal
 from harness.targets.target import Target
 from harness.run.keys import (CALL_REPORT_KEY, DISRUPTED_KEY, EVIDENCE_KEY, HEAD_STARTS_KEY, HELD_KEY, SUBMITTED_KEY,
                               run_config)
+from harness.serving.traffic import stop_clients
 from harness.run.session import apply_queue_model_if_allowed, backend_unavailable, connected
 
 
@@ -122,6 +123,7 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
                                                                  request.node.nodeid, gpupoc_config.apply_queue_model)
     yield jobs
     head_starts.pop(request.node.nodeid, None)  # its jobs are this teardown's, taken or not
+    stop_clients()  # a probe or load generator the case left running (it failed before reading it)
     request.config.stash.setdefault(SUBMITTED_KEY, []).extend(jobs.created)
     call = request.node.stash.get(CALL_REPORT_KEY, None)
     try:

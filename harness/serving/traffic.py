@@ -131,8 +131,10 @@ class Traffic:
         name = self.netns
         enter = (lambda: sim.enter_netns_for_exec(name)) if name else None
         with out.open("w") as sink:
-            return subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT, text=True, preexec_fn=enter,
-                                    env=env, cwd=cwd)
+            process = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT, text=True, preexec_fn=enter,
+                                       env=env, cwd=cwd)
+        _STARTED.append(process)
+        return process
 
     def probe(self, url: str, rate: float, duration_s: float, out: Path, model: str = "sim-llm",
               stop_after_ok: int = 0, timeout_s: float = 5.0) -> Probe:
@@ -141,6 +143,24 @@ class Traffic:
                 f"--duration={duration_s:g}", f"--model={model}", f"--stop-after-ok={stop_after_ok}",
                 f"--timeout={timeout_s:g}"]
         return Probe(self.start(argv, out), out)
+
+
+_STARTED: list[subprocess.Popen[str]] = []  # the clients this process started: stopped when their test ends
+CLIENT_STOP_S = 5.0
+
+
+def stop_clients() -> None:
+    """End every client a test started that is still running (a case that failed before reading its probe's samples
+    leaves it sending)."""
+    for process in _STARTED:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(CLIENT_STOP_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    _STARTED.clear()
 
 
 def sim_traffic(name: str | None, proxy_metrics_port: int | None = None) -> Traffic | None:
