@@ -27,6 +27,7 @@ from harness.config.profile import load_profile
 from harness.core.paths import REPO_ROOT, build_root
 from harness.record.model import load_record
 from harness.sim import netns, procs, realnode_teardown, realnodes
+from tests.heavy import alone
 from tests.pod_security import restricted
 
 REAL_NODE_PROFILE = REPO_ROOT / "profiles" / "sim-real-nodes.yaml"
@@ -46,7 +47,8 @@ def gpupoc(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def real_node_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Up once for the file: 1 kwok node and 2 real nodes of 4 GPUs each (the real-node profile's shape), Kueue."""
+    """Up once for the file: 1 kwok node and 2 real nodes of 4 GPUs each (the real-node profile's shape), Kueue; never
+    beside the tests its load would move past a threshold (tests/heavy.py)."""
     env = {**os.environ, "GPUPOC_HOME": str(tmp_path_factory.mktemp("real-nodes")),
            "GPUPOC_BUILD_HOME": str(build_root()), "GPUPOC_SIM_PORT_BASE": str(PORT_BASE),
            "GPUPOC_SIM_SCHEDULERS": "kueue"}
@@ -58,6 +60,12 @@ def real_node_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     env["UP_OUTPUT"] = up.stdout
     yield env
     gpupoc(env, "sim", "down")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def alone_on_the_host() -> Iterator[None]:
+    with alone():
+        yield
 
 
 def core_of(env: dict[str, str]) -> client.CoreV1Api:
@@ -137,7 +145,8 @@ def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dic
                              "suites/inference/test_cold_start.py", "suites/inference/test_rolling_release.py",
                              "-k", "gang_admission and kueue or not gang_admission and default")
     seen = {(c, b): (o, m) for c, b, o, m in outcomes}
-    expected = {("training.gang_admission", "kueue"): "PASS", ("training.failure_recovery", "default"): "PASS", ("inference.cold_start", "default"): "PASS",
+    expected = {("training.gang_admission", "kueue"): "PASS", ("training.failure_recovery", "default"): "PASS",
+                ("inference.cold_start", "default"): "PASS",
                 ("inference.rolling_release", "default"): "PASS"}
     assert {k: o for k, (o, _) in seen.items()} == expected, seen
     record = load_record(tmp_path / "real-nodes" / "record.json")

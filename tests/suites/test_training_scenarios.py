@@ -18,6 +18,7 @@ from harness.run.outcomes import load_expected, unexpected
 from harness.record.model import load_record
 from harness.sim import cluster
 from harness.core.paths import REPO_ROOT
+from tests.heavy import alone
 
 SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_queue_fairness.py::test_queue_fairness[default]",
@@ -29,9 +30,11 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-                             *(f"suites/training/{s}" for s in SCENARIOS), "--run-id=scenarios",
-                             f"--reports-dir={tmp_path}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+    with alone():  # never beside the real nodes' sim (tests/heavy.py)
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+                                 *(f"suites/training/{s}" for s in SCENARIOS), "--run-id=scenarios",
+                                 f"--reports-dir={tmp_path}"], cwd=REPO_ROOT, capture_output=True, text=True,
+                                 timeout=1200)
     record = load_record(tmp_path / "scenarios" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
     assert not unexpected(outcomes, load_expected()), "\n".join(
