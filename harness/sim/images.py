@@ -5,7 +5,8 @@ same inputs (fixed mtimes and owners), cached in the build root beside the Go bi
 node's containerd with `ctr images import`. The sandbox image runs gpupoc's own pause program (sim/pause); the
 trainer image is Debian's busybox-static with its applets as links, enough for `sh -c 'echo ...; exit 3'`; the
 model server image is Python from Debian's packages (unpacked with dpkg-deb, no registry) running gpupoc's vLLM
-stand-in (`python3 -m harness.sim.standin`, standard library only).
+stand-in (`python3 -m harness.sim.standin`, standard library only); the sample image adds NumPy with OpenBLAS
+(Debian's, threaded) and runs gpupoc's workload sample (`python3 -m harness.sample.train`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ STANDIN_IMAGE = "gpupoc.local/standin:1"
 STANDIN_PACKAGES = ("python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libc6", "zlib1g",
                     "libexpat1", "libffi8", "libssl3", "libbz2-1.0", "liblzma5", "libgcc-s1", "media-types")
 STANDIN_SOURCES = ("harness/__init__.py", "harness/sim/__init__.py", "harness/sim/standin.py")
+SAMPLE_IMAGE = "gpupoc.local/sample:1"
+# NumPy and the BLAS it loads (OpenBLAS's threaded build); dpkg's alternatives would link libblas.so.3 to it
+SAMPLE_PACKAGES = (*STANDIN_PACKAGES, "python3-numpy", "libopenblas0-pthread", "libgfortran5", "libquadmath0")
+SAMPLE_SOURCES = ("harness/__init__.py", "harness/sample/__init__.py", "harness/sample/train.py")
+BLAS_DIR = "usr/lib/x86_64-linux-gnu"
 APP_DIR = "opt/gpupoc"
 DOWNLOAD_TIMEOUT_S = 300.0
 BUSYBOX = Path("/bin/busybox")
@@ -144,33 +150,50 @@ def debian_files(packages: Iterable[str], debs: Path) -> list[ImageFile]:
     return list(files.values())
 
 
-def standin_spec(debs: Path | None = None) -> ImageSpec:
-    """Python from Debian and the stand-in's three source files: a model server without a GPU, run as any user."""
-    sources = tuple(ImageFile(f"{APP_DIR}/{name}", (paths.REPO_ROOT / name).read_bytes(), mode=0o644)
-                    for name in STANDIN_SOURCES)
-    return ImageSpec(STANDIN_IMAGE, (*debian_files(STANDIN_PACKAGES, debs or images_dir() / "debs"), *sources),
-                     entrypoint=("/usr/bin/python3.11", "-m", "harness.sim.standin"),
-                     env=("PATH=/usr/bin:/bin", f"PYTHONPATH=/{APP_DIR}", "PYTHONUNBUFFERED=1"))
+@dataclass(frozen=True)
+class PythonImage:
+    """An image of Python from Debian's packages and some of the harness's modules (which need nothing else)."""
+
+    name: str
+    packages: tuple[str, ...]
+    sources: tuple[str, ...]
+    module: str
+    links: tuple[ImageFile, ...] = ()
+
+    def spec(self, debs: Path | None = None) -> ImageSpec:
+        sources = tuple(ImageFile(f"{APP_DIR}/{name}", (paths.REPO_ROOT / name).read_bytes(), mode=0o644)
+                        for name in self.sources)
+        return ImageSpec(self.name, (*debian_files(self.packages, debs or images_dir() / "debs"), *self.links,
+                                     *sources),
+                         entrypoint=("/usr/bin/python3.11", "-m", self.module),
+                         env=("PATH=/usr/bin:/bin", f"PYTHONPATH=/{APP_DIR}", "PYTHONUNBUFFERED=1"))
+
+    def inputs(self) -> str:
+        """What the image is made of (its packages and sources): a change rebuilds it."""
+        digest = hashlib.sha256(" ".join((*self.packages, *(f.path + f.target for f in self.links))).encode())
+        for name in self.sources:
+            digest.update((paths.REPO_ROOT / name).read_bytes())
+        return digest.hexdigest()
 
 
-def standin_inputs() -> str:
-    """What the stand-in image is made of (its packages and sources): a change rebuilds it."""
-    digest = hashlib.sha256(" ".join(STANDIN_PACKAGES).encode())
-    for name in STANDIN_SOURCES:
-        digest.update((paths.REPO_ROOT / name).read_bytes())
-    return digest.hexdigest()
+# A model server without a GPU, run as any user
+STANDIN = PythonImage(STANDIN_IMAGE, STANDIN_PACKAGES, STANDIN_SOURCES, "harness.sim.standin")
+# The workload sample on NumPy, its BLAS threaded over the CPUs the container may use
+SAMPLE = PythonImage(SAMPLE_IMAGE, SAMPLE_PACKAGES, SAMPLE_SOURCES, "harness.sample.train", links=tuple(
+    ImageFile(f"{BLAS_DIR}/{lib}", target=f"openblas-pthread/{lib}") for lib in ("libblas.so.3", "liblapack.so.3", "libopenblas.so.0")))
 
 
 def node_images(pause_binary: Path) -> list[Path]:
     """The real nodes' images, built where their inputs changed: their archives, to import into each node."""
     archives = build([pause_spec(pause_binary), trainer_spec()])
-    standin = images_dir() / "standin-1.tar"
-    stamp = standin.with_suffix(".inputs")
-    if not standin.exists() or not stamp.exists() or stamp.read_text() != standin_inputs():
-        archives += build([standin_spec()])
-        stamp.write_text(standin_inputs())
-    else:
-        archives.append(standin)
+    for image in (STANDIN, SAMPLE):
+        archive = archive_path(image.name)
+        stamp = archive.with_suffix(".inputs")
+        if not archive.exists() or not stamp.exists() or stamp.read_text() != image.inputs():
+            archives += build([image.spec()])
+            stamp.write_text(image.inputs())
+        else:
+            archives.append(archive)
     return archives
 
 
@@ -178,8 +201,8 @@ def images_dir() -> Path:
     return paths.build_root() / "images"
 
 
-def archive_path(spec: ImageSpec) -> Path:
-    return images_dir() / f"{spec.name.rsplit('/', 1)[1].replace(':', '-')}.tar"
+def archive_path(name: str) -> Path:
+    return images_dir() / f"{name.rsplit('/', 1)[1].replace(':', '-')}.tar"
 
 
 def build(specs: Iterable[ImageSpec]) -> list[Path]:
@@ -187,7 +210,7 @@ def build(specs: Iterable[ImageSpec]) -> list[Path]:
     images_dir().mkdir(parents=True, exist_ok=True)
     written = []
     for spec in specs:
-        data, target = docker_archive(spec), archive_path(spec)
+        data, target = docker_archive(spec), archive_path(spec.name)
         if not target.exists() or target.read_bytes() != data:
             tmp = target.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_bytes(data)
