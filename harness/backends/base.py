@@ -31,7 +31,8 @@ SERVING = "serving"                          # it places a Deployment's pods (an
 PROMPT_FAIR_SHARE = "prompt fair share"      # its fair share acts within seconds of a tenant arriving
 RANKED_FAIR_SHARE = "ranked fair share"      # it ranks tenants by recorded usage every period; the harness can
 #                                              start their usage from zero for the fairness case
-CAPABILITIES = (GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
+SAMPLE = "workload sample"                   # it runs the sample's container as given (its image, args, volume)
+CAPABILITIES = (SAMPLE, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
                 BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 

@@ -8,18 +8,19 @@ import sys
 from kubernetes import client
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from harness.cli import cluster, runs, sim, standin
+from harness.cli import cluster, runs, sample, sim, standin
 from harness.cli.common import EXIT_USAGE, OneLineParser
 from harness.core.errors import ConfigError, HarnessError
 
 GROUPS = {"sim": sim, "inventory": cluster, "setup": cluster, "preflight": cluster, "rbac": cluster, "clean": cluster,
-          "run": runs, "compare": runs, "trend": runs, "check-designed": runs, "standin": standin}
+          "run": runs, "compare": runs, "trend": runs, "check-designed": runs, "standin": standin,
+          "sample": sample}
 
 
 def parser() -> argparse.ArgumentParser:
     top = OneLineParser(prog="gpupoc", description="GPU scheduling POC acceptance tests")
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for group in (sim, cluster, runs, standin):
+    for group in (sim, cluster, runs, standin, sample):
         group.add_commands(commands)
     return top
 

@@ -55,6 +55,9 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     freeze = sim_commands.add_parser("freeze", help="SIGSTOP one component for N seconds: alive, answering nothing")
     freeze.add_argument("component", help="as `gpupoc sim status` names it")
     freeze.add_argument("--for", dest="seconds", type=float, required=True, metavar="N", help="seconds frozen")
+    cpu = sim_commands.add_parser("cpu-isolation", help="restart the real nodes' kubelets with their CPU isolation "
+                                  "(static CPU manager, CFS quota) on, as `up` starts them, or off (a fault on purpose)")
+    cpu.add_argument("state", choices=("on", "off"))
     node_cmd = sim_commands.add_parser("nodes", help="add or remove simulated GPU nodes")
     node_ops = node_cmd.add_subparsers(dest="nodes_command", required=True, parser_class=OneLineParser)
     add = node_ops.add_parser("add")
@@ -124,6 +127,9 @@ def command(args: argparse.Namespace) -> int:
             return 0
         case "freeze":
             the_sim.freeze_component(args.component, args.seconds)
+            return 0
+        case "cpu-isolation":
+            the_sim.real_node_cpu_isolation(args.state == "on")
             return 0
         case _:
             return _nodes(args)

@@ -15,8 +15,8 @@ import yaml
 from jinja2 import meta
 
 from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, MODEL_ANNOTATION, PODINFO_DIR, PODINFO_VOLUME,
-                                      RUN_FOR_ANNOTATION, SERVER_CONTAINER, SIM_ANNOTATION_PREFIX, TRAIN_CONTAINER,
-                                      WorkloadSpec)
+                                      RUN_FOR_ANNOTATION, SAMPLE_CONTAINER, SAMPLE_DATA_DIR, SAMPLE_DATA_VOLUME,
+                                      SERVER_CONTAINER, SIM_ANNOTATION_PREFIX, TRAIN_CONTAINER, Sample, WorkloadSpec)
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
 
@@ -106,7 +106,7 @@ def pod_templates(node: Any) -> list[dict[str, Any]]:
 def dressed(objects: list[dict[str, Any]], workloads: WorkloadSpec) -> list[dict[str, Any]]:
     """Put the profile's workloads into the pods of `objects` (bare Pods and pod templates): a training member's
     image and command (how long it runs: the member's run-for annotation), a model server's image, args and port,
-    and on every pod the profile's pod defaults. Where the target is not the sim, the sim's annotations and labels
+    the workload sample's image, args, volume and metrics port, and on every pod the profile's pod defaults. Where the target is not the sim, the sim's annotations and labels
     (sim.gpupoc.io/) are removed: a real cluster never receives them."""
     for obj in objects:
         pods = [obj] if obj.get("kind") == "Pod" else pod_templates(obj.get("spec"))
@@ -127,10 +127,9 @@ def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:
             container["image"] = workloads.trainer.image
             container["command"] = workloads.trainer.command_for(run_for_s)
             _set_resources(container, workloads.trainer.cpu, workloads.trainer.memory)
-            container.setdefault("volumeMounts", []).append({"name": PODINFO_VOLUME, "mountPath": PODINFO_DIR,
-                                                             "readOnly": True})
-            spec.setdefault("volumes", []).append({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
-                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}})
+            _mount_podinfo(spec, container)
+        elif container.get("name") == SAMPLE_CONTAINER:
+            _dress_sample(spec, container, workloads.sample)
         elif container.get("name") == SERVER_CONTAINER:
             _dress_server(container, workloads, str(annotations.get(MODEL_ANNOTATION, "")),
                           str((meta.get("labels") or {}).get("version", "")))
@@ -151,6 +150,31 @@ def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:
         for key in ("annotations", "labels"):
             if meta.get(key):
                 meta[key] = {k: v for k, v in meta[key].items() if not k.startswith(SIM_ANNOTATION_PREFIX)}
+
+
+def _mount_podinfo(spec: dict[str, Any], container: dict[str, Any]) -> None:
+    """The pod's annotations as a file: how a case's exit request reaches the process."""
+    container.setdefault("volumeMounts", []).append({"name": PODINFO_VOLUME, "mountPath": PODINFO_DIR,
+                                                     "readOnly": True})
+    spec.setdefault("volumes", []).append({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}})
+
+
+def _dress_sample(spec: dict[str, Any], container: dict[str, Any], sample: Sample) -> None:
+    """The sample in its container: restarted in place on failure (its checkpoints survive in the pod's volume)."""
+    if sample.image:
+        container["image"] = sample.image
+    if sample.command:
+        container["command"] = list(sample.command)
+    container["args"] = sample.args_for()
+    _set_resources(container, sample.cpu, sample.memory)
+    container["ports"] = [{"name": "metrics", "containerPort": sample.port}]
+    container.setdefault("volumeMounts", []).append({"name": SAMPLE_DATA_VOLUME, "mountPath": SAMPLE_DATA_DIR})
+    _mount_podinfo(spec, container)
+    volume = ({"persistentVolumeClaim": {"claimName": sample.checkpoint_claim}} if sample.checkpoint_claim
+              else {"emptyDir": {}})
+    spec["volumes"].append({"name": SAMPLE_DATA_VOLUME, **volume})
+    spec["restartPolicy"] = "OnFailure"
 
 
 def _dress_server(container: dict[str, Any], workloads: WorkloadSpec, model: str, version: str) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from harness.criteria import registered
-from harness.config.workloads import NO_SECURITY_CONTEXT, RESTRICTED, ModelServer, PodDefaults, Trainer, WorkloadSpec
+from harness.config.workloads import (NO_SECURITY_CONTEXT, RESTRICTED, ModelServer, PodDefaults, Sample, Trainer,
+                                      WorkloadSpec)
 from harness.core.errors import ConfigError
 from harness.core.timeouts import OPERATIONS, Timeouts
 
@@ -237,7 +238,7 @@ def _quantity(f: _Fields, key: str, default: str) -> str:
 
 
 def _workloads(f: _Fields) -> WorkloadSpec:
-    f.only(("trainer", "model_server", "gpu_probe", "ray", "pod_defaults", "sim_annotations"))
+    f.only(("trainer", "model_server", "gpu_probe", "ray", "sample", "pod_defaults", "sim_annotations"))
     base = WorkloadSpec()
     trainer = f.optional("trainer")
     trainer.only(("image", "command", "cpu", "memory"))
@@ -276,6 +277,7 @@ def _workloads(f: _Fields) -> WorkloadSpec:
                                  _quantity(server, "cpu", base.model_server.cpu),
                                  _quantity(server, "memory", base.model_server.memory)),
         gpu_probe_image=_image(probe, base.gpu_probe_image), ray_image=_image(ray, base.ray_image),
+        sample=_sample(f.optional("sample")),
         pod_defaults=PodDefaults(
             tolerations=tuple(tolerations), node_selector={k: selector.get(k, str) for k in selector.data},
             image_pull_secrets=_strings(pods, "image_pull_secrets") if "image_pull_secrets" in pods.data else (),
@@ -284,6 +286,36 @@ def _workloads(f: _Fields) -> WorkloadSpec:
             low_priority_class=classes.get("low", str, defaults.low_priority_class),
             high_priority_class=classes.get("high", str, defaults.high_priority_class)),
         sim_annotations=f.get("sim_annotations", bool, base.sim_annotations))
+
+
+def _sample(f: _Fields) -> Sample:
+    f.only(("image", "command", "args", "cpu", "memory", "gpus", "steps", "warmup", "checkpoint_every", "dataset_mb",
+            "port", "checkpoint_claim", "antagonist"))
+    base = Sample()
+    counts = {}
+    for name in ("gpus", "steps", "warmup", "checkpoint_every", "dataset_mb", "port"):
+        counts[name] = f.get(name, int, getattr(base, name))
+        if counts[name] < (0 if name in ("gpus", "warmup") else 1):
+            raise f.fail(name, f"must be {'0' if name in ('gpus', 'warmup') else '1'} or more, got {counts[name]}")
+    if counts["warmup"] >= counts["steps"]:
+        raise f.fail("warmup", f"must be fewer than steps ({counts['steps']}), got {counts['warmup']}")
+    if counts["port"] > 65535:
+        raise f.fail("port", f"must be a port 1-65535, got {counts['port']}")
+    antagonist = f.optional("antagonist")
+    antagonist.only(("image", "command", "threads"))
+    threads = antagonist.get("threads", int, base.antagonist_threads)
+    if threads < 1:
+        raise antagonist.fail("threads", f"must be 1 or more, got {threads}")
+    return Sample(
+        image=_image(f, "") if "image" in f.data else None,
+        command=_strings(f, "command") if "command" in f.data else base.command,
+        args=_strings(f, "args") if "args" in f.data else base.args,
+        cpu=_quantity(f, "cpu", base.cpu), memory=_quantity(f, "memory", base.memory),
+        checkpoint_claim=f.get("checkpoint_claim", str, None),
+        antagonist_image=_image(antagonist, "") if "image" in antagonist.data else None,
+        antagonist_command=(_strings(antagonist, "command") if "command" in antagonist.data
+                            else base.antagonist_command),
+        antagonist_threads=threads, **counts)
 
 
 def parse_profile(data: Any, source: str) -> Profile:

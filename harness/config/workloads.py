@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 SIM_IMAGE_PREFIX = "sim/"
@@ -20,7 +21,8 @@ SIM_IMAGE_PREFIXES = (SIM_IMAGE_PREFIX, "gpupoc.local/")  # kwok's, and the sim'
 SIM_ANNOTATION_PREFIX = "sim.gpupoc.io/"
 RUN_FOR_ANNOTATION = SIM_ANNOTATION_PREFIX + "run-for"  # kwok ends a member's pod after this long (the sim's stage)
 MODEL_ANNOTATION = SIM_ANNOTATION_PREFIX + "model"  # the model a serving pod serves (the sim's stand-in reads it)
-TRAIN_CONTAINER, SERVER_CONTAINER = "train", "server"  # the containers a workload's spec fills in, by name
+# the containers a workload's spec fills in, by name
+TRAIN_CONTAINER, SERVER_CONTAINER, SAMPLE_CONTAINER = "train", "server", "sample"
 # A training member exits with the code in this annotation of its own pod (read through the downward API): a real
 # non-zero exit, chosen by the case, that the Job's own retry policy acts on, on any cluster.
 EXIT_REQUEST_ANNOTATION = "gpupoc.io/exit-code"
@@ -53,6 +55,57 @@ class Trainer:
     def command_for(self, run_for_s: float) -> list[str]:
         seconds = str(max(1, math.ceil(run_for_s)))
         return [part.replace("{run_for_s}", seconds) for part in self.command]
+
+
+SAMPLE_DATA_VOLUME, SAMPLE_DATA_DIR = "gpupoc-sample-data", "/data"
+SAMPLE_ARGS = ("--steps", "{steps}", "--warmup", "{warmup}", "--checkpoint-every", "{checkpoint_every}",
+               "--dataset-mb", "{dataset_mb}", "--port", "{port}", "--data-dir", SAMPLE_DATA_DIR, "--log-every", "10")
+# Another tenant's noisy job: {threads} processes spinning on the CPU, one of them writing memory flat out; no
+# requests (BestEffort): what a node's CPU isolation must keep off a Guaranteed pod's cores.
+ANTAGONIST_SCRIPT = (
+    'echo "gpupoc antagonist $HOSTNAME: {threads} hogs on $(nproc) CPUs"; '
+    "dd if=/dev/zero of=/dev/null bs=32M 2>/dev/null & i=1; "
+    'while [ "$i" -lt {threads} ]; do (while :; do :; done) & i=$((i + 1)); done; wait')
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The workload sample (harness/sample/train.py): a training loop in a container of its own, measured by its
+    own log. No image: the profile's cluster runs no sample (the sim's kwok nodes run no container); its cases SKIP.
+
+    It asks for `cpu` and `memory` as requests and limits alike (Guaranteed QoS: a node's static CPU manager gives
+    it whole cores) and `gpus` GPUs; its dataset and checkpoints live in an emptyDir (a container restarted in place
+    resumes) or, with `checkpoint_claim`, in that PersistentVolumeClaim (a replaced pod resumes too)."""
+
+    image: str | None = None
+    command: tuple[str, ...] = ()  # empty: the image's entrypoint
+    args: tuple[str, ...] = SAMPLE_ARGS
+    cpu: str = "1"
+    memory: str = "1Gi"
+    gpus: int = 1
+    steps: int = 400
+    warmup: int = 40
+    checkpoint_every: int = 50
+    dataset_mb: int = 64
+    port: int = 9400
+    checkpoint_claim: str | None = None
+    antagonist_image: str | None = None  # None: the trainer's image
+    antagonist_command: tuple[str, ...] = ("sh", "-c", ANTAGONIST_SCRIPT)
+    antagonist_threads: int = 4
+
+    def args_for(self) -> list[str]:
+        values = {"steps": self.steps, "warmup": self.warmup, "checkpoint_every": self.checkpoint_every,
+                  "dataset_mb": self.dataset_mb, "port": self.port}
+        return [_fill(a, values) for a in self.args]
+
+    def antagonist_command_for(self) -> list[str]:
+        return [_fill(a, {"threads": self.antagonist_threads}) for a in self.antagonist_command]
+
+
+def _fill(text: str, values: Mapping[str, object]) -> str:
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", str(value))
+    return text
 
 
 @dataclass(frozen=True)
@@ -102,6 +155,7 @@ class WorkloadSpec:
     gpu_probe_image: str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
     # A RayJob's head and workers: KubeRay starts Ray in them itself (`ray start`), so the image must have Ray.
     ray_image: str = "sim/trainer:1"
+    sample: Sample = field(default_factory=Sample)
     pod_defaults: PodDefaults = field(default_factory=PodDefaults)
     # The pods carry the sim's annotations (how long kwok runs a member, the data plane's stand-in); a real
     # cluster's pods never do.
@@ -111,7 +165,9 @@ class WorkloadSpec:
         """(profile field, value) of everything only the sim can run: what a real target must not receive."""
         images = [("workloads.trainer.image", self.trainer.image),
                   ("workloads.model_server.image", self.model_server.image),
-                  ("workloads.gpu_probe.image", self.gpu_probe_image), ("workloads.ray.image", self.ray_image)]
+                  ("workloads.gpu_probe.image", self.gpu_probe_image), ("workloads.ray.image", self.ray_image),
+                  ("workloads.sample.image", self.sample.image or ""),
+                  ("workloads.sample.antagonist.image", self.sample.antagonist_image or "")]
         found = [(name, image) for name, image in images if image.startswith(SIM_IMAGE_PREFIXES)]
         if self.sim_annotations:
             found.append(("workloads.sim_annotations", "true"))

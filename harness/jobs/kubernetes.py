@@ -188,6 +188,9 @@ class Workloads:
                              else container_log(core, pod, str(status.get("name")))})
         return rows
 
+    def member_log(self, member: dict[str, Any], container: str, previous: bool = False) -> str:
+        return container_log(client.CoreV1Api(self.api), member, container, MEMBER_LOG_LINES, previous)
+
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.workload_spec.pod_defaults.node_selector.items()))
@@ -393,14 +396,16 @@ def job_object(job: GangJob, objects: dict[str, dict[str, Any]]) -> dict[str, An
 
 
 LOG_TAIL_LINES = 5
+MEMBER_LOG_LINES = 200
 
 
-def container_log(core: client.CoreV1Api, pod: dict[str, Any], container: str, lines: int = LOG_TAIL_LINES) -> str:
+def container_log(core: client.CoreV1Api, pod: dict[str, Any], container: str, lines: int = LOG_TAIL_LINES,
+                  previous: bool = False) -> str:
     """The last `lines` of a container's log through the API (pods/log), or why there is none."""
     meta = pod["metadata"]
     try:
         text = str(core.read_namespaced_pod_log(meta["name"], meta["namespace"], container=container,
-                                                tail_lines=lines))
+                                                tail_lines=lines, previous=previous))
     except client.ApiException as exc:
         return f"(no log: {exc.status} {exc.reason}; a pod on a kwok node has no kubelet to serve one)"
     return text.strip()

@@ -32,6 +32,8 @@ class GangJob:
     restart_on_failure: bool = True
     image: str = Trainer.image  # the sim's; the job system puts the profile's in (cluster/manifests.py: dressed)
     labels: dict[str, str] = field(default_factory=dict)
+    container: str = TRAIN_CONTAINER  # what its pods run: a trainer, or the workload sample (config/workloads.py)
+    node_selector: dict[str, str] = field(default_factory=dict)  # beside the profile's (one node: a co-location)
 
     def __post_init__(self) -> None:
         if self.pods < 1 or self.gpus_per_pod < 0:
@@ -43,11 +45,13 @@ class GangJob:
 
     def pod_template(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
-            "name": TRAIN_CONTAINER, "image": self.image,
+            "name": self.container, "image": self.image,
             "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
                           "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
         return {"metadata": {"labels": {**self.labels, JOB_LABEL: self.name},
                              "annotations": {RUN_FOR_ANNOTATION: f"{self.run_for_s:g}s"}},
                 "spec": spec}

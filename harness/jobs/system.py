@@ -52,6 +52,10 @@ class JobSystem(Protocol):
         lines of its log where the job system keeps one (a table of the evidence; empty where nothing ended)."""
         ...
 
+    def member_log(self, member: dict[str, Any], container: str, previous: bool = False) -> str:
+        """A member's container log (its last lines; `previous`: the run before its last restart), or ""."""
+        ...
+
     def jobs(self, namespace: str) -> Tracker:
         ...
 

@@ -456,6 +456,22 @@ def started_with_extra_args(name: str, *extra: str, say: Say = print) -> Iterato
         start_component(name, say, argv=argv)
 
 
+def real_node_cpu_isolation(on: bool, say: Say = print) -> None:
+    """Restart the real nodes' kubelets with their CPU isolation (the static CPU manager, CFS quota) as `up` started
+    them, or without it (`on=False`: no CPU manager, no CFS quota; a misconfiguration on purpose). Their running
+    containers stay; pods started from now on are placed and limited the new way."""
+    nodes = ((_read_state(layout()) or {}).get("real_nodes") or {}).get("nodes") or []
+    if not nodes:
+        raise SimError("the sim has no real nodes: `gpupoc sim up --real-nodes N` starts some")
+    for node in nodes:
+        name = f"kubelet-{node['name']}"
+        argv = tuple(a for a in component_argv(name) if a not in realnodes.CPU_ISOLATION_OFF)
+        stop_component(name, say)
+        (Path(node["root"]) / "kubelet" / realnodes.CPU_MANAGER_STATE).unlink(missing_ok=True)
+        start_component(name, say, argv=argv if on else (*argv, *realnodes.CPU_ISOLATION_OFF))
+    say(f"real nodes' CPU isolation {'on (static CPU manager, CFS quota)' if on else 'off (no CPU manager, no CFS quota)'}")
+
+
 def restart_component(name: str, say: Say = print) -> int:
     stop_component(name, say)
     return start_component(name, say)

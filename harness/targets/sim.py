@@ -18,7 +18,8 @@ from harness.sim import netns as _netns
 from harness.sim.build import build
 from harness.sim.cluster import (api_client, component_argv, component_names, component_problem, data_plane_netns, down,
                                  faults_injected, freeze_component, is_up, layout, prometheus_url, recorded_state,
-                                 restart_component, running_components, start_component, started_with_extra_args,
+                                 real_node_cpu_isolation, restart_component, running_components, start_component,
+                                 started_with_extra_args,
                                  status, stop_component, up)
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
                                 DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, PORT_BASE_ENV, SCHEDULERS_ENV, GpuSpec, SimConfig,
@@ -34,7 +35,7 @@ __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUC
            "build", "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns",
            "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
-           "prometheus_url", "remove_nodes", "restart_component", "simulated_node_names",
+           "prometheus_url", "real_node_cpu_isolation", "remove_nodes", "restart_component", "simulated_node_names",
            "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero", "slurm_site",
            "start_component",
            "started_with_extra_args", "status", "stop_component", "up", "wait_nodes_ready"]

@@ -17,7 +17,7 @@ import pytest
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 # record/ sits low on purpose: it renders what the run collected (run/collect.py) and queries nothing itself.
 LAYERS: tuple[str | tuple[str, ...], ...] = (
-    "core", "criteria", ("config", "record"), "cluster", "jobs", "sim", "targets", "backends",
+    ("core", "sample"), "criteria", ("config", "record"), "cluster", "jobs", "sim", "targets", "backends",
     ("serving", "setup"), "scenarios", "run", "cli")
 TOP = {"__init__": "core", "plugin": "run"}  # harness/__init__.py (the version); the plugin, the door to run/
 DOORS = {"sim": ("targets",)}  # a package reached only through these (the sim is one target among others)

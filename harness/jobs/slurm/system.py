@@ -427,6 +427,9 @@ class SlurmJobs:
         return [{"member": m["metadata"]["name"], "exit code": (m.get("status") or {}).get("exitCode")}
                 for m in members if (m.get("status") or {}).get("exitCode") is not None]
 
+    def member_log(self, member: dict[str, Any], container: str, previous: bool = False) -> str:
+        return ""  # a Slurm job's output file is on the site's nodes
+
     def fail_member(self, member: dict[str, Any]) -> str:
         """The member's node fails where the site lets the harness fail one (the sim): Slurm requeues the job or,
         if it does not allow requeueing, ends it NODE_FAIL. Elsewhere the job's batch script is signalled
