@@ -18,6 +18,7 @@ REAL_NODE_CASES=(suites/training/test_gang_admission.py suites/training/test_fai
                  suites/training/test_queue_fairness.py suites/training/test_priority_preemption.py
                  suites/inference/test_cold_start.py suites/inference/test_rolling_release.py
                  suites/inference/test_service_discovery.py
+                 suites/training/test_step_stability.py suites/training/test_isolation_boundary.py
                  --deselect "suites/training/test_queue_fairness.py::test_queue_fairness[default]")
 real_nodes() {
   local home=${GPUPOC_HOME:-$HOME/.cache/gpupoc}

@@ -302,7 +302,7 @@ def _sample(f: _Fields) -> Sample:
     if counts["port"] > 65535:
         raise f.fail("port", f"must be a port 1-65535, got {counts['port']}")
     antagonist = f.optional("antagonist")
-    antagonist.only(("image", "command", "threads"))
+    antagonist.only(("image", "command", "threads", "cpu", "cpu_limit"))
     threads = antagonist.get("threads", int, base.antagonist_threads)
     if threads < 1:
         raise antagonist.fail("threads", f"must be 1 or more, got {threads}")
@@ -315,7 +315,8 @@ def _sample(f: _Fields) -> Sample:
         antagonist_image=_image(antagonist, "") if "image" in antagonist.data else None,
         antagonist_command=(_strings(antagonist, "command") if "command" in antagonist.data
                             else base.antagonist_command),
-        antagonist_threads=threads, **counts)
+        antagonist_threads=threads, antagonist_cpu=_quantity(antagonist, "cpu", base.antagonist_cpu),
+        antagonist_cpu_limit=_quantity(antagonist, "cpu_limit", base.antagonist_cpu_limit), **counts)
 
 
 def parse_profile(data: Any, source: str) -> Profile:

@@ -60,8 +60,10 @@ class Trainer:
 SAMPLE_DATA_VOLUME, SAMPLE_DATA_DIR = "gpupoc-sample-data", "/data"
 SAMPLE_ARGS = ("--steps", "{steps}", "--warmup", "{warmup}", "--checkpoint-every", "{checkpoint_every}",
                "--dataset-mb", "{dataset_mb}", "--port", "{port}", "--data-dir", SAMPLE_DATA_DIR, "--log-every", "10")
-# Another tenant's noisy job: {threads} processes spinning on the CPU, one of them writing memory flat out; no
-# requests (BestEffort): what a node's CPU isolation must keep off a Guaranteed pod's cores.
+# Another tenant's noisy job: {threads} processes spinning on the CPU, one of them writing memory flat out. It asks
+# for less CPU than it uses (Burstable: a request, a higher limit): what a node's CPU isolation must keep off a
+# Guaranteed pod's cores (the static CPU manager) and hold to its limit (CFS quota). A BestEffort one would not do:
+# its cpu.shares of 2 against the sample's 1024 leave the sample its cores anyway (measured: no slowdown).
 ANTAGONIST_SCRIPT = (
     'echo "gpupoc antagonist $HOSTNAME: {threads} hogs on $(nproc) CPUs"; '
     "dd if=/dev/zero of=/dev/null bs=32M 2>/dev/null & i=1; "
@@ -92,6 +94,8 @@ class Sample:
     antagonist_image: str | None = None  # None: the trainer's image
     antagonist_command: tuple[str, ...] = ("sh", "-c", ANTAGONIST_SCRIPT)
     antagonist_threads: int = 4
+    antagonist_cpu: str = "500m"        # requested
+    antagonist_cpu_limit: str = "1"
 
     def args_for(self) -> list[str]:
         values = {"steps": self.steps, "warmup": self.warmup, "checkpoint_every": self.checkpoint_every,

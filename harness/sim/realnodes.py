@@ -65,8 +65,10 @@ SIMULATED_GPUS_LABEL = "gpupoc.io/simulated-gpus"  # a real node, simulated devi
 GPU_ALLOCATABLE_TIMEOUT_S = 30.0
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the API server's identity at the kubelets (system:masters)
 # CPU isolation as a reference node has it: the static CPU manager gives a Guaranteed pod's integer CPUs to it alone
-# (CPU 0 stays for the system and the shared pool), and CFS quota caps each container at its limit.
-RESERVED_CPUS = "0"
+# (the reservation, rounded up to whole CPUs, keeps CPU 0 for the system and the shared pool), and CFS quota caps
+# each container at its limit. A reservation of 100m, not a whole CPU: the nodes share the host's 2 cores, and the
+# scheduler should still see room for a second tenant's pod beside a 1-CPU sample.
+KUBE_RESERVED_CPU = "100m"
 CPU_MANAGER_STATE = "cpu_manager_state"  # in the kubelet's root directory: a changed policy must start without it
 # The kubelet restarted without its CPU isolation (a misconfiguration on purpose: `gpupoc sim cpu-isolation off`)
 CPU_ISOLATION_OFF = ("--cpu-manager-policy=none", "--cpu-cfs-quota=false")
@@ -212,7 +214,7 @@ def kubelet_config(node: RealNode, layout: Layout, health_port: int) -> dict[str
         "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                          "nodefs.inodesFree": "1%"},
         "registerWithTaints": [TAINT], "maxPods": 30,
-        "cpuManagerPolicy": "static", "reservedSystemCPUs": RESERVED_CPUS, "cpuCFSQuota": True,
+        "cpuManagerPolicy": "static", "kubeReserved": {"cpu": KUBE_RESERVED_CPU}, "cpuCFSQuota": True,
         # a change (the device plugin's GPUs) reaches the Node within 3 s, not 10; unchanged status is still posted
         # only every nodeStatusReportFrequency (5 min)
         "nodeStatusUpdateFrequency": "3s",

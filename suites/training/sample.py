@@ -96,12 +96,15 @@ def run_sample(workloads: JobSystem, profile: Profile, job: GangJob, kill_at_ste
 
 
 def antagonist_pod(profile: Profile, node: str) -> dict[str, Any]:
-    """Another tenant's noisy pod on `node`: no requests (BestEffort), no GPU; the profile's image and command."""
+    """Another tenant's noisy pod on `node`, no GPU: the profile's image and command, asking for less CPU than it
+    uses (Burstable)."""
     sample = profile.workloads.sample
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ANTAGONIST}, "spec": {
         "restartPolicy": "Never", "nodeSelector": {HOSTNAME_LABEL: node}, "terminationGracePeriodSeconds": 1,
         "containers": [{"name": ANTAGONIST, "image": sample.antagonist_image or profile.workloads.trainer.image,
-                        "command": sample.antagonist_command_for()}]}}
+                        "command": sample.antagonist_command_for(),
+                        "resources": {"requests": {"cpu": sample.antagonist_cpu, "memory": "64Mi"},
+                                      "limits": {"cpu": sample.antagonist_cpu_limit, "memory": "128Mi"}}}]}}
 
 
 def record_run(ev: Evidence, label: str, run: SampleRun) -> None:

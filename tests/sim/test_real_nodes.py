@@ -155,6 +155,39 @@ def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dic
     assert ended[0]["exit code"] == 137 and "exiting with 137 as asked" in ended[0]["log (last lines)"], ended
 
 
+def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[str, str], tmp_path: Path) -> None:
+    """The sample in real containers: on Kueue it is killed mid-run and resumes from its last checkpoint; on
+    kube-scheduler it runs alone, then beside another tenant's antagonist, on a node whose kubelet gives it a core of
+    its own (the static CPU manager): both PASS."""
+    outcomes = suites_on(real_node_sim, tmp_path, "sample", "--backends=default,kueue",
+                         "suites/training/test_step_stability.py", "suites/training/test_isolation_boundary.py",
+                         "-k", "step_stability and kueue or isolation_boundary and default")
+    assert {(c, b): o for c, b, o, _ in outcomes} == {("training.step_stability", "kueue"): "PASS",
+                                                     ("training.isolation_boundary", "default"): "PASS"}, outcomes
+    record = load_record(tmp_path / "sample" / "record.json")
+    stability = next(r for r in record.results if r.criterion == "training.step_stability")
+    runs = stability.evidence[0]["tables"]["the sample's runs (from its log's summary)"]
+    assert runs[0]["resumed from step"] > 0 and runs[0]["CPU threads"] == 1, runs  # its own core, its checkpoint
+
+
+def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(real_node_sim: dict[str, str],
+                                                                           tmp_path: Path) -> None:
+    """The kubelets restarted with no CPU manager and no CFS quota: the sample's threads share their cores with the
+    antagonist, which is held to no limit; the case FAILs with the slowdown it measured."""
+    off = gpupoc(real_node_sim, "sim", "cpu-isolation", "off")
+    assert off.returncode == 0, off.stderr + off.stdout
+    try:
+        outcomes = suites_on(real_node_sim, tmp_path, "no-isolation", "--backends=default",
+                             "suites/training/test_isolation_boundary.py")
+    finally:
+        on = gpupoc(real_node_sim, "sim", "cpu-isolation", "on")
+    assert on.returncode == 0, on.stderr + on.stdout
+    [(criterion, _, outcome, message)] = outcomes
+    assert (criterion, outcome) == ("training.isolation_boundary", "FAIL"), outcomes
+    measured = re.search(r"max_slowdown: ([\d.]+)x", message)
+    assert measured and float(measured.group(1)) > 1.25, message
+
+
 def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_sim: dict[str, str],
                                                                      tmp_path: Path) -> None:
     """A profile whose pods ask for no security context, in namespaces that enforce `restricted`: the API server

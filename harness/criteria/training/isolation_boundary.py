@@ -8,8 +8,8 @@ from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
 CRITERION = register(Criterion(
     "training.isolation_boundary",
     "The workload sample runs alone on a node, then beside another tenant's antagonist on the same node (CPU and "
-    "memory hogs with no requests on a CPU node; a second process on the same GPU on a GPU node): its step time p50 "
-    "beside the antagonist over its p50 alone is within the threshold.",
+    "memory hogs asking for less CPU than they use, on a CPU node; a second process on the same GPU, on a GPU "
+    "node): its step time p50 beside the antagonist over its p50 alone is within the threshold.",
     (Threshold("max_slowdown", "step time p50 beside the antagonist / p50 alone", AT_MOST, "x"),),
     (Chart("step_ms", "step time alone and beside the antagonist (after warm-up)", "ms", "seconds"),)))
 

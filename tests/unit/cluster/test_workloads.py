@@ -14,8 +14,8 @@ import pytest
 from harness.backends import ALL
 from harness.cluster.manifests import dressed, exit_request, labelled
 from harness.config.profile import Profile, load_profile, parse_profile
-from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, PODINFO_DIR, RUN_FOR_ANNOTATION, SIM_ANNOTATION_PREFIX,
-                                      SIM_IMAGE_PREFIX, PodDefaults, WorkloadSpec)
+from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, PODINFO_DIR, RUN_FOR_ANNOTATION, SAMPLE_CONTAINER,
+                                      SIM_ANNOTATION_PREFIX, SIM_IMAGE_PREFIX, PodDefaults, WorkloadSpec)
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.jobs.model import GangJob
@@ -32,6 +32,7 @@ def every_workload(profile: Profile) -> list[dict[str, Any]]:
     for backend in ALL.values():
         try:
             jobs = backend.manifests(GangJob("train", tenant, 2, 1, priority_class="gpupoc-high", run_for_s=12.5))
+            jobs += backend.manifests(GangJob("sample", tenant, 1, 1, container=SAMPLE_CONTAINER))
             serving = ModelService("llm", tenant, model="m1", version="v2").deployment(backend.serving_pod(tenant))
         except HarnessError:  # Slurm: jobs through slurmrestd, no Kubernetes manifests
             continue
