@@ -14,7 +14,9 @@ What it measures is exported twice, under the same names on any cluster: as Prom
 `gpupoc-sample-summary `: every measured step's seconds (after the warm-up), their p50/p95/CoV, samples/s, data
 read MB/s, the checkpoint it resumed from and the steps it redid, and the GPU's memory and utilisation when it has
 one. It exits with the code in its pod's `gpupoc.io/exit-code` annotation (read through a downward-API file) once
-per asked value: a restarted container resumes instead of exiting again.
+per asked value: a restarted container resumes instead of exiting again. The step it reached and the requests it
+honoured are kept in `--data-dir`; its checkpoints in `--checkpoint-dir` (by default the same): checkpoints kept
+where a restart loses them show up as every step redone.
 """
 
 from __future__ import annotations
@@ -344,7 +346,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     path, records = dataset(data_dir, args.features, args.classes, args.dataset_mb)
     _say(f"{model.framework} on {model.device} ({threads} CPU threads), dataset {path.name} "
          f"({records} records, ready in {time.perf_counter() - made:.1f}s)")
-    checkpoint, progress = ckpt_dir / CHECKPOINT, ckpt_dir / PROGRESS
+    # where it got to and the exit requests it honoured live beside its dataset, whatever survives of its checkpoints
+    checkpoint, progress, honoured = ckpt_dir / CHECKPOINT, data_dir / PROGRESS, data_dir / HONOURED
     start = model.load(checkpoint) if checkpoint.exists() else 0
     before = json.loads(progress.read_text())["step"] if progress.exists() else None
     redone = max(0, before - start) if before is not None else 0
@@ -365,9 +368,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             if stop.is_set():
                 _say(f"terminated at step {step - 1}")
                 raise SystemExit(143)
-            code = exit_request(Path(args.podinfo), ckpt_dir / HONOURED)
+            code = exit_request(Path(args.podinfo), honoured)
             if code is not None:
-                with (ckpt_dir / HONOURED).open("a") as out:
+                with honoured.open("a") as out:
                     out.write(f"{code}\n")
                 _say(f"exiting with {code} as asked, at step {step - 1}")
                 raise SystemExit(code)

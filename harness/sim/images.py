@@ -47,7 +47,8 @@ CRI_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin reads images
 
 @dataclass(frozen=True)
 class ImageFile:
-    """One entry of the image's only layer: a regular file with `content`, or a link to `target`."""
+    """One entry of the image's only layer: a regular file with `content`, a link to `target`, or a directory (a
+    path ending in "/", with its `mode`)."""
 
     path: str
     content: bytes = b""
@@ -68,12 +69,13 @@ def _layer(files: Iterable[ImageFile]) -> bytes:
     """The layer tarball, reproducible: entries sorted, mtime 0, owned by root."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        dirs = sorted({"/".join(f.path.split("/")[:i]) for f in files for i in range(1, f.path.count("/") + 1)})
-        for directory in dirs:
+        modes = {f.path.rstrip("/"): f.mode for f in files if f.path.endswith("/")}
+        parents = {"/".join(f.path.split("/")[:i]) for f in files for i in range(1, f.path.rstrip("/").count("/") + 1)}
+        for directory in sorted(parents | set(modes)):
             info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            info.type, info.mode = tarfile.DIRTYPE, modes.get(directory, 0o755)
             tar.addfile(info)
-        for entry in sorted(files, key=lambda f: f.path):
+        for entry in sorted((f for f in files if not f.path.endswith("/")), key=lambda f: f.path):
             info = tarfile.TarInfo(entry.path)
             info.mode = entry.mode
             if entry.target:
@@ -158,19 +160,20 @@ class PythonImage:
     packages: tuple[str, ...]
     sources: tuple[str, ...]
     module: str
-    links: tuple[ImageFile, ...] = ()
+    extra: tuple[ImageFile, ...] = ()  # what dpkg's scripts would have made (links), and directories
 
     def spec(self, debs: Path | None = None) -> ImageSpec:
         sources = tuple(ImageFile(f"{APP_DIR}/{name}", (paths.REPO_ROOT / name).read_bytes(), mode=0o644)
                         for name in self.sources)
-        return ImageSpec(self.name, (*debian_files(self.packages, debs or images_dir() / "debs"), *self.links,
+        return ImageSpec(self.name, (*debian_files(self.packages, debs or images_dir() / "debs"), *self.extra,
                                      *sources),
                          entrypoint=("/usr/bin/python3.11", "-m", self.module),
                          env=("PATH=/usr/bin:/bin", f"PYTHONPATH=/{APP_DIR}", "PYTHONUNBUFFERED=1"))
 
     def inputs(self) -> str:
         """What the image is made of (its packages and sources): a change rebuilds it."""
-        digest = hashlib.sha256(" ".join((*self.packages, *(f.path + f.target for f in self.links))).encode())
+        made = (f"{f.path}{f.target}{f.mode:o}" for f in self.extra)
+        digest = hashlib.sha256(" ".join((*self.packages, *made)).encode())
         for name in self.sources:
             digest.update((paths.REPO_ROOT / name).read_bytes())
         return digest.hexdigest()
@@ -179,8 +182,10 @@ class PythonImage:
 # A model server without a GPU, run as any user
 STANDIN = PythonImage(STANDIN_IMAGE, STANDIN_PACKAGES, STANDIN_SOURCES, "harness.sim.standin")
 # The workload sample on NumPy, its BLAS threaded over the CPUs the container may use
-SAMPLE = PythonImage(SAMPLE_IMAGE, SAMPLE_PACKAGES, SAMPLE_SOURCES, "harness.sample.train", links=tuple(
-    ImageFile(f"{BLAS_DIR}/{lib}", target=f"openblas-pthread/{lib}") for lib in ("libblas.so.3", "liblapack.so.3", "libopenblas.so.0")))
+SAMPLE = PythonImage(SAMPLE_IMAGE, SAMPLE_PACKAGES, SAMPLE_SOURCES, "harness.sample.train", extra=(
+    *(ImageFile(f"{BLAS_DIR}/{lib}", target=f"openblas-pthread/{lib}")
+      for lib in ("libblas.so.3", "liblapack.so.3", "libopenblas.so.0")),
+    ImageFile("tmp/", mode=0o1777)))  # as most images have it: the container's own writable scratch
 
 
 def node_images(pause_binary: Path) -> list[Path]:

@@ -30,9 +30,10 @@ def test_step_stability(target: Target, backend: Backend, workloads: JobSystem, 
                      kill_at_step=kill_at)
     s = run.summary
     record_run(ev, "killed, resumed", run)
+    resumed = s.get("resumed_from_step")
     ev.note(f"asked to exit at step {kill_at} or after; it stopped at step {s.get('steps_before_restart')} and "
-            f"resumed from the checkpoint of step {s.get('resumed_from_step')} (checkpoints every "
-            f"{sample.checkpoint_every} steps); {s.get('framework')} on {s.get('device')}, "
+            + (f"resumed from the checkpoint of step {resumed}" if resumed else "found no checkpoint: started over")
+            + f" (checkpoints every {sample.checkpoint_every} steps); {s.get('framework')} on {s.get('device')}, "
             f"{s.get('cpu_threads')} CPU threads; GPU-hours {run.gpu_hours:.6f}")
     if run.killed_log:
         ev.note(f"its log before the kill ends: {run.killed_log.strip().splitlines()[-1]}")

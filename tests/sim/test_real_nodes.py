@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client, config as kube_config
 
 from harness.config.profile import load_profile
+from harness.config.workloads import SAMPLE_ARGS
 from harness.core.paths import REPO_ROOT, build_root
 from harness.record.model import load_record
 from harness.sim import netns, procs, realnode_teardown, realnodes
@@ -168,6 +169,22 @@ def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[st
     stability = next(r for r in record.results if r.criterion == "training.step_stability")
     runs = stability.evidence[0]["tables"]["the sample's runs (from its log's summary)"]
     assert runs[0]["resumed from step"] > 0 and runs[0]["CPU threads"] == 1, runs  # its own core, its checkpoint
+
+
+def test_step_stability_fails_when_the_checkpoints_do_not_survive_a_restart(real_node_sim: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    """The sample writes its checkpoints into its container's own /tmp, not its pod's volume: killed mid-run, the
+    restarted container finds none, starts over and redoes every step it had made; the case FAILs with that count."""
+    variant = tmp_path / "checkpoints-in-the-container.yaml"
+    data = yaml.safe_load(REAL_NODE_PROFILE.read_text())
+    data["workloads"]["sample"]["args"] = [*SAMPLE_ARGS, "--checkpoint-dir", "/tmp/checkpoints"]
+    variant.write_text(yaml.safe_dump(data))
+    outcomes = suites_on(real_node_sim, tmp_path, "lost-checkpoints", "--backends=default",
+                         "suites/training/test_step_stability.py", profile=variant)
+    [(criterion, _, outcome, message)] = outcomes
+    assert (criterion, outcome) == ("training.step_stability", "FAIL"), outcomes
+    redone = re.search(r"max_steps_redone: (\d+)", message)
+    assert redone and int(redone.group(1)) > 50 and "found no checkpoint: started over" in message, message
 
 
 def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(real_node_sim: dict[str, str],
