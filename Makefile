@@ -35,7 +35,7 @@ poc: build
 # workers, each worker with a sim of its own (tests/conftest.py); TEST_WORKERS=0 runs them one after another.
 TEST_WORKERS ?= 2
 test: build
-	$(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
+	$(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
 
 unit: install
 	$(PYTHON) -m pytest tests/unit
