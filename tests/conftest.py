@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
 
 from harness.core.paths import build_root, gpupoc_home
 from harness.targets.target import Target
+from tests.heavy import sharing_the_host
 
 # `make test` runs its files on pytest-xdist workers at once (Makefile: TEST_WORKERS). The first worker uses the
 # sim as usual; each other worker gets a sim of its own (its own state directory and port range, the build shared),
@@ -23,6 +25,13 @@ if WORKER and WORKER != "gw0":
     os.environ.setdefault("GPUPOC_BUILD_HOME", str(build_root()))
     os.environ["GPUPOC_HOME"] = str(gpupoc_home() / "workers" / WORKER)
     os.environ["GPUPOC_SIM_PORT_BASE"] = str(WORKER_PORT_BASES[WORKER])
+
+
+@pytest.fixture(autouse=True)
+def _host_shared_or_quiet(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test shares the host with the other worker's; a `quiet` one has it to itself (tests/heavy.py)."""
+    with sharing_the_host(quiet=request.node.get_closest_marker("quiet") is not None):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -48,8 +48,8 @@ def gpupoc(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def real_node_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Up once for the file: 1 kwok node and 2 real nodes of 4 GPUs each (the real-node profile's shape), Kueue; never
-    beside the tests its load would move past a threshold (tests/heavy.py)."""
+    """Up once for the file: 1 kwok node and 2 real nodes of 4 GPUs each (the real-node profile's shape), Kueue; its cases
+    never beside the tests their load would move past a threshold (tests/heavy.py)."""
     env = {**os.environ, "GPUPOC_HOME": str(tmp_path_factory.mktemp("real-nodes")),
            "GPUPOC_BUILD_HOME": str(build_root()), "GPUPOC_SIM_PORT_BASE": str(PORT_BASE),
            "GPUPOC_SIM_SCHEDULERS": "kueue"}
@@ -63,8 +63,8 @@ def real_node_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     gpupoc(env, "sim", "down")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def alone_on_the_host() -> Iterator[None]:
+@pytest.fixture(autouse=True)
+def not_beside_the_other_heavy_tests() -> Iterator[None]:
     with alone():
         yield
 
@@ -156,6 +156,7 @@ def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dic
     assert ended[0]["exit code"] == 137 and "exiting with 137 as asked" in ended[0]["log (last lines)"], ended
 
 
+@pytest.mark.quiet  # the sample's core is its own among pods, not among host processes (tests/heavy.py)
 def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[str, str], tmp_path: Path) -> None:
     """The sample in real containers: on Kueue it is killed mid-run and resumes from its last checkpoint; on
     kube-scheduler it runs alone, then beside another tenant's antagonist, on a node whose kubelet gives it a core of
