@@ -278,12 +278,20 @@ def prepare(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, product:
     grants.chmod(0o600)
 
 
+def db_tmpdir(lay: SlurmLayout) -> Path:
+    """MariaDB's temporary files, the sim's own: two sims bootstrapping at once in /tmp once lost each other's
+    (`Could not remove temporary table '/tmp/#sql-temptable-...'`, then `Unknown table 'mysql.tmp_user_sys'`)."""
+    return lay.db.parent / "mariadb-tmp"
+
+
 def init_database(lay: SlurmLayout) -> None:
     """A fresh MariaDB data directory (on Slurm's own start-up thread: it costs half a second of CPU)."""
+    db_tmpdir(lay).mkdir(parents=True, exist_ok=True)
     if not (lay.db / "mysql").exists():
         lay.db.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={lay.db}", "--user=root",
-                               "--auth-root-authentication-method=normal", "--skip-test-db"],
+                               "--auth-root-authentication-method=normal", "--skip-test-db",
+                               f"--tmpdir={db_tmpdir(lay)}"],
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise ConfigError(f"mariadb-install-db failed: {done.stdout[-500:]}{done.stderr[-500:]}")
@@ -307,7 +315,8 @@ def components(sim: Layout, ports: SlurmPorts, nodes: int) -> list[list[Componen
                              f"--log-file={sim.logs / 'munged.daemon.log'}"),
                   f"unix://{lay.munge_socket}", 0),
         Component("mariadb", (str(which("mariadbd")), "--no-defaults", f"--datadir={lay.db}",
-                              f"--socket={lay.db_socket}", f"--port={ports.mariadb}", "--bind-address=127.0.0.1",
+                              f"--tmpdir={db_tmpdir(lay)}", f"--socket={lay.db_socket}", f"--port={ports.mariadb}",
+                              "--bind-address=127.0.0.1",
                               f"--pid-file={lay.state / 'mariadb.pid'}", "--user=root", "--skip-log-bin",
                               "--innodb-buffer-pool-size=32M", f"--init-file={lay.etc / 'mariadb-init.sql'}"),
                   tcp(ports.mariadb), ports.mariadb),
