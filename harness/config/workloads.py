@@ -127,8 +127,7 @@ class ModelServer:
     memory: str = "2Gi"
 
     def args_for(self, model: str, version: str) -> list[str]:
-        return [a.replace("{model}", model).replace("{port}", str(self.port)).replace("{version}", version)
-                for a in self.args]
+        return [_fill(a, {"model": model, "port": self.port, "version": version}) for a in self.args]
 
 
 @dataclass(frozen=True)

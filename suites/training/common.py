@@ -43,6 +43,12 @@ def state_is(workloads: JobSystem, job: GangJob, *states: str) -> Any:
     return check
 
 
+def failed_reason(workloads: JobSystem, job: GangJob, objects: Objects) -> str | None:
+    """Why a wait for the job ends early: it failed (with the scheduler's reason)."""
+    status = workloads.status_of(job, objects)
+    return f"job failed: {status.reason or 'no reason given'}" if status and status.state == "failed" else None
+
+
 def bound_pods(objects: Objects, job: GangJob) -> int:
     return sum(1 for p in objects.values() if belongs(p, job) and (p.get("spec") or {}).get("nodeName"))
 

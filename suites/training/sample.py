@@ -26,7 +26,7 @@ from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
 from harness.sample.train import parse_summary
 from harness.targets.target import Target
-from suites.training.common import belongs, require, state_is
+from suites.training.common import belongs, failed_reason, require, state_is
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 RETRIES = 3  # restarts of the sample's container before its Job is failed
@@ -83,7 +83,7 @@ def run_sample(workloads: JobSystem, profile: Profile, job: GangJob, kill_at_ste
     jobs = workloads.jobs(namespace)
     jobs.on_event(lambda _event, _job: pods.poke())
     jobs.wait_until(f"{job.name} completed", state_is(workloads, job, "succeeded"), profile.timeouts.complete,
-                    failed=lambda o: _failed(workloads, job, o))
+                    failed=lambda o: failed_reason(workloads, job, o))
     final = next((p for p in pods.objects.values() if p["metadata"]["uid"] == pod["metadata"]["uid"]), pod)
     log = workloads.member_log(final, SAMPLE_CONTAINER)
     summary = parse_summary(log)
@@ -145,8 +145,3 @@ def _ended_before_kill(objs: dict[str, dict[str, Any]], uid: str) -> str | None:
     phase = (pod or {}).get("status", {}).get("phase")
     return f"its pod ended ({phase}) before the kill reached it: more workloads.sample.steps" \
         if phase in ("Succeeded", "Failed") else None
-
-
-def _failed(workloads: JobSystem, job: GangJob, objects: dict[str, dict[str, Any]]) -> str | None:
-    status = workloads.status_of(job, objects)
-    return f"job failed: {status.reason or 'no reason given'}" if status and status.state == "failed" else None

@@ -23,7 +23,7 @@ from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
 from harness.jobs.system import JobSystem
-from suites.training.common import attach_timeline, belongs, require, state_is
+from suites.training.common import attach_timeline, belongs, failed_reason, require, state_is
 
 PODS, RUN_S, RETRIES = 2, 15.0, 3
 
@@ -61,10 +61,10 @@ def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
     try:  # bounded by the operation's timeout, not the threshold: a slow recovery is measured, then compared
         pods.wait_until(f"{job.name}: {PODS} pods running again",
                         lambda o: len(running(o, job, not_uid=victim_uid)) == PODS, profile.timeouts.run,
-                        failed=lambda _: _failed_reason(workloads, job, jobs.objects))
+                        failed=lambda _: failed_reason(workloads, job, jobs.objects))
         recovered_s = time.time() - failed_at
         jobs.wait_until(f"{job.name} completed", state_is(workloads, job, "succeeded"), profile.timeouts.complete,
-                        failed=lambda o: _failed_reason(workloads, job, o))
+                        failed=lambda o: failed_reason(workloads, job, o))
     except WaitTimeout as exc:
         ev.note(f"not recovered: {exc}")
     except WaitFailed as exc:  # the job failed instead of recovering (an API outage stays an ERROR)
@@ -75,11 +75,6 @@ def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
     ev.expect("recover_within_s", None if recovered_s is None else round(recovered_s, 3))
     attach_timeline(ev, workloads.timeline, started)
     ev.verdict()
-
-
-def _failed_reason(workloads: JobSystem, job: GangJob, objects: dict[str, dict[str, Any]]) -> str | None:
-    status = workloads.status_of(job, objects)
-    return f"job failed: {status.reason or 'no reason given'}" if status and status.state == "failed" else None
 
 
 def test_failure_recovery(target: Target, backend: Backend, workloads: JobSystem,
