@@ -289,11 +289,11 @@ def _workloads(f: _Fields) -> WorkloadSpec:
 
 
 def _sample(f: _Fields) -> Sample:
-    f.only(("image", "command", "args", "cpu", "memory", "gpus", "steps", "warmup", "checkpoint_every", "dataset_mb",
-            "port", "checkpoint_claim", "antagonist"))
+    f.only(("image", "command", "args", "cpu", "memory", "gpus", "steps", "warmup", "checkpoint_every", "batch",
+            "dataset_mb", "port", "checkpoint_claim", "antagonist"))
     base = Sample()
     counts = {}
-    for name in ("gpus", "steps", "warmup", "checkpoint_every", "dataset_mb", "port"):
+    for name in ("gpus", "steps", "warmup", "checkpoint_every", "batch", "dataset_mb", "port"):
         counts[name] = f.get(name, int, getattr(base, name))
         if counts[name] < (0 if name in ("gpus", "warmup") else 1):
             raise f.fail(name, f"must be {'0' if name in ('gpus', 'warmup') else '1'} or more, got {counts[name]}")

@@ -424,7 +424,7 @@ def arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=400, help="steps to train to (a resumed run goes on to them)")
     parser.add_argument("--warmup", type=int, default=30, help="steps of each run left out of the measurement")
     parser.add_argument("--checkpoint-every", type=int, default=50, metavar="K")
-    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=1024, help="samples per step")
     parser.add_argument("--features", type=int, default=512)
     parser.add_argument("--width", type=int, default=2048, help="the hidden layer's width")
     parser.add_argument("--classes", type=int, default=16)

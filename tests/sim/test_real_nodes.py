@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,8 +74,11 @@ def core_of(env: dict[str, str]) -> client.CoreV1Api:
     return client.CoreV1Api(kube_config.new_client_from_config(config_file=str(kubeconfig)))
 
 
+Outcome = tuple[str, str, str, str]  # criterion, backend, outcome, message
+
+
 def suites_on(env: dict[str, str], tmp_path: Path, run_id: str, *args: str,
-              profile: Path = REAL_NODE_PROFILE) -> list[tuple[str, str, str, str]]:
+              profile: Path = REAL_NODE_PROFILE) -> list[Outcome]:
     """Run cases on the real nodes; (criterion, backend, outcome, message) of each."""
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", *args,
                              f"--profile={profile}", f"--run-id={run_id}", f"--reports-dir={tmp_path}"],
@@ -156,20 +159,29 @@ def test_the_cases_run_with_real_containers_on_the_real_nodes(real_node_sim: dic
     assert ended[0]["exit code"] == 137 and "exiting with 137 as asked" in ended[0]["log (last lines)"], ended
 
 
+def measured_twice(run: Callable[[str], list[Outcome]], expected: Callable[[list[Outcome]], bool]) -> list[Outcome]:
+    """The sample's statistics on a 2-core host whose own processes may run on any core (a pinned core is the
+    sample's alone among pods only): a run outside `expected` is run once more, and that second run is the one
+    asserted (the first one's outcomes go into the assertion's message)."""
+    first = run("first")
+    return first if expected(first) else [*run("second"), *[(c, b, f"(first run: {o})", m) for c, b, o, m in first]]
+
+
 @pytest.mark.quiet  # the sample's core is its own among pods, not among host processes (tests/heavy.py)
 def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[str, str], tmp_path: Path) -> None:
     """The sample in real containers: on Kueue it is killed mid-run and resumes from its last checkpoint; on
     kube-scheduler it runs alone, then beside another tenant's antagonist, on a node whose kubelet gives it a core of
     its own (the static CPU manager): both PASS."""
-    outcomes = suites_on(real_node_sim, tmp_path, "sample", "--backends=default,kueue",
-                         "suites/training/test_step_stability.py", "suites/training/test_isolation_boundary.py",
-                         "-k", "step_stability and kueue or isolation_boundary and default")
-    # Their statistical checks (step CoV, slowdown) are not asserted here: on this 2-core host they moved past their
-    # thresholds in make test even with the other worker idle (issue 29's note); make poc shows them.
-    assert {(c, b) for c, b, _, _ in outcomes} == {("training.step_stability", "kueue"),
-                                                  ("training.isolation_boundary", "default")}, outcomes
-    assert all(o in ("PASS", "FAIL") for _, _, o, _ in outcomes), outcomes  # measured, not broken
-    record = load_record(tmp_path / "sample" / "record.json")
+    outcomes = measured_twice(
+        lambda run: suites_on(real_node_sim, tmp_path, f"sample-{run}", "--backends=default,kueue",
+                              "suites/training/test_step_stability.py", "suites/training/test_isolation_boundary.py",
+                              "-k", "step_stability and kueue or isolation_boundary and default"),
+        lambda got: sorted((c, b, o) for c, b, o, _ in got) == [("training.isolation_boundary", "default", "PASS"),
+                                                                ("training.step_stability", "kueue", "PASS")])
+    assert sorted((c, b, o) for c, b, o, _ in outcomes[:2]) == [
+        ("training.isolation_boundary", "default", "PASS"), ("training.step_stability", "kueue", "PASS")], outcomes
+    run_id = "sample-second" if len(outcomes) > 2 else "sample-first"
+    record = load_record(tmp_path / run_id / "record.json")
     stability = next(r for r in record.results if r.criterion == "training.step_stability")
     runs = stability.evidence[0]["tables"]["the sample's runs (from its log's summary)"]
     assert runs[0]["resumed from step"] > 0 and runs[0]["CPU threads"] == 1, runs  # its own core, its checkpoint
@@ -191,8 +203,7 @@ def test_step_stability_fails_when_the_checkpoints_do_not_survive_a_restart(real
     assert redone and int(redone.group(1)) > 50 and "found no checkpoint: started over" in message, message
 
 
-@pytest.mark.skip(reason="not steady on this 2-core host: with CPU isolation off it measured 2.11-2.12 on a quiet host, "
-                         "yet once PASSed under make test (issue 29's note); without this mark it runs")
+@pytest.mark.quiet
 def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(real_node_sim: dict[str, str],
                                                                            tmp_path: Path) -> None:
     """The kubelets restarted with no CPU manager and no CFS quota: the sample's threads share their cores with the
@@ -200,15 +211,17 @@ def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(rea
     off = gpupoc(real_node_sim, "sim", "cpu-isolation", "off")
     assert off.returncode == 0, off.stderr + off.stdout
     try:
-        outcomes = suites_on(real_node_sim, tmp_path, "no-isolation", "--backends=default",
-                             "suites/training/test_isolation_boundary.py")
+        outcomes = measured_twice(
+            lambda run: suites_on(real_node_sim, tmp_path, f"no-isolation-{run}", "--backends=default",
+                                  "suites/training/test_isolation_boundary.py"),
+            lambda got: [o for _, _, o, _ in got] == ["FAIL"])
     finally:
         on = gpupoc(real_node_sim, "sim", "cpu-isolation", "on")
     assert on.returncode == 0, on.stderr + on.stdout
-    [(criterion, _, outcome, message)] = outcomes
+    (criterion, _, outcome, message) = outcomes[0]
     assert (criterion, outcome) == ("training.isolation_boundary", "FAIL"), outcomes
     measured = re.search(r"max_slowdown: ([\d.]+)x", message)
-    assert measured and float(measured.group(1)) > 1.25, message
+    assert measured and float(measured.group(1)) > 1.4, message
 
 
 def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_sim: dict[str, str],
