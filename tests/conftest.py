@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -27,11 +28,37 @@ if WORKER and WORKER != "gw0":
     os.environ["GPUPOC_SIM_PORT_BASE"] = str(WORKER_PORT_BASES[WORKER])
 
 
+_next_item: list[pytest.Item | None] = [None]
+_quiet_hold: list[contextlib.ExitStack] = []  # the host, held by a quiet test for the quiet test right after it
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _next_item[0] = nextitem
+    yield
+
+
+def _quiet(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("quiet") is not None
+
+
 @pytest.fixture(autouse=True)
 def _host_shared_or_quiet(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test shares the host with the other worker's; a `quiet` one has it to itself (tests/heavy.py)."""
-    with sharing_the_host(quiet=request.node.get_closest_marker("quiet") is not None):
+    """Every test shares the host with the other worker's; a `quiet` one has it to itself (tests/heavy.py), and
+    keeps it for a quiet test right after it (one wait for the other worker's running test, not one each)."""
+    if not _quiet(request.node):
+        with sharing_the_host(quiet=False):
+            yield
+        return
+    if not _quiet_hold:
+        stack = contextlib.ExitStack()
+        stack.enter_context(sharing_the_host(quiet=True))
+        _quiet_hold.append(stack)
+    try:
         yield
+    finally:
+        if not _quiet(_next_item[0]):
+            _quiet_hold.pop().close()
 
 
 @pytest.fixture(scope="session")

@@ -32,8 +32,9 @@ PROMPT_FAIR_SHARE = "prompt fair share"      # its fair share acts within second
 RANKED_FAIR_SHARE = "ranked fair share"      # it ranks tenants by recorded usage every period; the harness can
 #                                              start their usage from zero for the fairness case
 SAMPLE = "workload sample"                   # it runs the sample's container as given (its image, args, volume)
-CAPABILITIES = (SAMPLE, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA,
-                BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
+DRA = "DRA devices"                          # it places pods whose GPUs are claimed through DRA (ResourceClaims)
+CAPABILITIES = (SAMPLE, DRA, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART,
+                QUEUE_QUOTA, BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 
 @dataclass(frozen=True)

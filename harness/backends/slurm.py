@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from harness.backends.base import (BORROWING, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE, QUEUE_QUOTA,
+from harness.backends.base import (BORROWING, DRA, MONITORING, PREEMPTION_COUNTER, PROMPT_FAIR_SHARE, QUEUE_QUOTA,
                                    RANKED_FAIR_SHARE, RETRY_POLICY, SAMPLE, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers,
                                    Monitoring, PreemptionCounter, WaitHistogram)
 from harness.jobs.model import GangJob, JobStatus
@@ -53,6 +53,7 @@ class SlurmBackend(Capabilities):
     name = "slurm"
     jobs_on_kubernetes = False
     lacking = {SERVING: NOT_KUBERNETES,
+               DRA: "its GPUs are generic resources (GRES) of its nodes: Kubernetes' DRA claims do not reach it",
                SAMPLE: "runs batch scripts on its nodes, not containers: the workload sample's case needs a container "
                        "(its image, its pod's volume for checkpoints)",
                BORROWING: "an account's GPU limit (GrpTRES) is a cap, not a quota lent while idle and reclaimed: "

@@ -54,10 +54,20 @@ class Tenant:
 
 
 @dataclass(frozen=True)
+class Dra:
+    """GPUs claimed through Dynamic Resource Allocation: the DeviceClass jobs claim from, and the driver whose
+    ResourceSlices publish those devices (NVIDIA's DRA driver: gpu.nvidia.com for both)."""
+
+    device_class: str
+    driver: str
+
+
+@dataclass(frozen=True)
 class GpuSizes:
     resource: str
     per_node: int
     job_sizes: dict[str, int]
+    dra: Dra | None = None  # None: the cluster's GPUs are claimed by the device plugin's resource only
 
 
 @dataclass(frozen=True)
@@ -334,7 +344,9 @@ def parse_profile(data: Any, source: str) -> Profile:
     if len(set(names)) != len(names):
         raise f.fail("tenants", f"tenant names must be unique, got {names}")
     gpu = f.child("gpu")
-    gpu.only(("resource", "per_node", "job_sizes"))
+    gpu.only(("resource", "per_node", "job_sizes", "dra"))
+    dra = gpu.optional("dra")
+    dra.only(("device_class", "driver"))
     sizes = gpu.child("job_sizes")
     job_sizes = {k: sizes.get(k, int) for k in sizes.data}
     if any(v < 1 for v in job_sizes.values()):
@@ -345,7 +357,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     inference = f.optional("inference")
     inference.only(("url",))
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
-                   gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes),
+                   gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes,
+                                Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),

@@ -193,9 +193,15 @@ class Workloads:
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
+        return sum(1 for n in self._nodes() if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
+
+    def node_names(self) -> list[str]:
+        """The nodes the profile's pods may land on (its node selector)."""
+        return [n.metadata.name for n in self._nodes()]
+
+    def _nodes(self) -> list[Any]:
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.workload_spec.pod_defaults.node_selector.items()))
-        nodes = client.CoreV1Api(self.api).list_node(label_selector=selector or None).items
-        return sum(1 for n in nodes if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
+        return list(client.CoreV1Api(self.api).list_node(label_selector=selector or None).items)
 
     def track(self, namespace: str, api_version: str, kind: str,
               describe: Callable[[dict[str, Any]], str] = describe_phase,
@@ -218,7 +224,9 @@ class Workloads:
         namespace = job.tenant.namespace
         self.jobs(namespace)
         self.pods(namespace)
-        manifests = dressed(labelled(self.backend.manifests(job), self.run_id, self.test), self.workload_spec)
+        template = job.claim_template()
+        manifests = dressed(labelled([*([template] if template else []), *self.backend.manifests(job)], self.run_id,
+                                     self.test), self.workload_spec)
         self._jobs[job.name] = job
         self._submitted |= {(namespace, m["apiVersion"], m["kind"]) for m in manifests}
         for manifest in manifests:

@@ -14,6 +14,7 @@ from harness.core.errors import ConfigError
 QUEUED, ADMITTED, RUNNING, SUCCEEDED, FAILED, PREEMPTED = (
     "queued", "admitted", "running", "succeeded", "failed", "preempted")
 JOB_LABEL = "gpupoc.io/job"  # on every pod of a job, whatever the backend: how its pods are found
+GPU_CLAIM = "gpus"  # a DRA job's pods: the name of their GPU claim (pod.spec.resourceClaims, and its one request)
 DEFAULT_RUN_FOR_S = 30.0
 
 
@@ -34,6 +35,7 @@ class GangJob:
     labels: dict[str, str] = field(default_factory=dict)
     container: str = TRAIN_CONTAINER  # what its pods run: a trainer, or the workload sample (config/workloads.py)
     node_selector: dict[str, str] = field(default_factory=dict)  # beside the profile's (one node: a co-location)
+    device_class: str | None = None  # its GPUs claimed through DRA from this DeviceClass, not the device plugin's
 
     def __post_init__(self) -> None:
         if self.pods < 1 or self.gpus_per_pod < 0:
@@ -43,11 +45,32 @@ class GangJob:
     def gpus(self) -> int:
         return self.pods * self.gpus_per_pod
 
+    @property
+    def claim_template_name(self) -> str:
+        return f"{self.name}-{GPU_CLAIM}"
+
+    def claim_template(self) -> dict[str, Any] | None:
+        """A DRA job's ResourceClaimTemplate (each pod gets a claim of its own from it): `gpus_per_pod` devices of
+        its DeviceClass; None for a job of the device plugin's GPUs."""
+        if not self.device_class:
+            return None
+        request = {"name": GPU_CLAIM, "exactly": {"deviceClassName": self.device_class, "allocationMode": "ExactCount",
+                                                  "count": self.gpus_per_pod}}
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": self.claim_template_name, "namespace": self.tenant.namespace,
+                             "labels": {JOB_LABEL: self.name}},
+                "spec": {"spec": {"devices": {"requests": [request]}}}}
+
     def pod_template(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
-            "name": self.container, "image": self.image,
-            "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                          "limits": {"cpu": "1", "memory": "1Gi", self.gpu_resource: str(self.gpus_per_pod)}}}]}
+        limits = {"cpu": "1", "memory": "1Gi"}
+        if not self.device_class:
+            limits[self.gpu_resource] = str(self.gpus_per_pod)
+        container: dict[str, Any] = {"name": self.container, "image": self.image,
+                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": limits}}
+        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+        if self.device_class:
+            container["resources"]["claims"] = [{"name": GPU_CLAIM}]
+            spec["resourceClaims"] = [{"name": GPU_CLAIM, "resourceClaimTemplateName": self.claim_template_name}]
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
         if self.node_selector:

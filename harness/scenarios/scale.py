@@ -90,7 +90,8 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
         if target.features.adds_nodes and spec.nodes > have:
             started = time.monotonic()
             with target.seam.requests.not_the_runners():  # the sim's own nodes: not the runner's job
-                added = sim.add_nodes(core, spec.nodes - have, sim.GpuSpec(count=profile.gpu.per_node))
+                added = sim.add_nodes(core, spec.nodes - have, sim.GpuSpec(count=profile.gpu.per_node),
+                                      dra_devices=False)
                 sim.wait_nodes_ready(core, added, timeout_s=max(120.0, spec.nodes / 2))
             say(f"added {len(added)} simulated GPU nodes in {time.monotonic() - started:.1f}s")
         total = have + len(added)

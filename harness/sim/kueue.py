@@ -12,6 +12,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from harness.sim import dra
+from harness.sim.nodes import GPU_RESOURCE
+
 # batch Jobs and Ray for training; pods and Deployments for model services (inference).
 INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster", "pod", "deployment")
 # (apiGroup, resource) pairs whose webhooks the enabled integrations and Kueue's own API need.
@@ -48,6 +51,9 @@ def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_d
         "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         "integrations": {"frameworks": list(INTEGRATIONS)},
+        # DRA (KueueDRAIntegration, on by default since v0.18): a claim's devices of the sim's GPU DeviceClass
+        # count as the device plugin's GPUs, so the tenants' GPU quotas hold for both (harness/sim/dra.py)
+        "resources": {"deviceClassMappings": [{"name": GPU_RESOURCE, "deviceClassNames": [dra.DEVICE_CLASS]}]},
     }
 
 

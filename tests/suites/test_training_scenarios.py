@@ -2,8 +2,9 @@
 sim's designed outcomes (suites/expected.yaml). The full criterion x backend matrix is `make poc`'s job.
 
 Mechanisms: a Kueue Workload (fairness, preemption counted in workloads, queue wait with a per-queue histogram),
-a Volcano Job (recovery by its job policy; its scheduler restarted as a process of the sim), a KAI PodGroup with bare pods (gang), and kube-scheduler as the
-FIFO baseline that fails fairness by design.
+a Volcano Job (recovery by its job policy; its scheduler restarted as a process of the sim), a KAI PodGroup with bare
+pods (gang), kube-scheduler as the FIFO baseline that fails fairness by design, and DRA claims allocated by
+kube-scheduler within Kueue's quota (the DeviceClass mapped onto the GPU resource).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_failure_recovery.py::test_failure_recovery[volcano]",
              "test_queue_wait.py::test_queue_wait[kueue]",
              "test_gang_admission.py::test_gang_admission[kai]",
-             "test_control_plane_recovery.py::test_control_plane_recovery[volcano]")
+             "test_control_plane_recovery.py::test_control_plane_recovery[volcano]",
+             "test_dra_allocation.py::test_dra_allocation[kueue]")
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
@@ -42,7 +44,7 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
     ran = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("training.queue_fairness", "kueue"), ("training.priority_preemption", "kueue"),
             ("training.failure_recovery", "volcano"), ("training.queue_wait", "kueue"),
-            ("training.control_plane_recovery", "volcano")} <= ran, outcomes
+            ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue")} <= ran, outcomes
     assert ("training.queue_fairness", "default", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
         assert ("training.gang_admission", "kai") in ran

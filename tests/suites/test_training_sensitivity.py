@@ -18,7 +18,7 @@ from harness.backends import Backend
 from harness.core.errors import CriterionViolation
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.sim import cluster
+from harness.sim import cluster, dra
 from harness.core.paths import REPO_ROOT
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -197,3 +197,19 @@ def test_control_plane_recovery_fails_listing_the_jobs_a_restart_with_a_lost_int
     assert "max_jobs_lost 3" in result.stdout or "max_jobs_lost: 3" in result.stdout, result.stdout[-3000:]
     assert re.search(r"lost \(never admitted after the restart\): cpr-wait-0-\w+, cpr-wait-1-\w+, cpr-wait-2-\w+",
                      result.stdout), result.stdout[-3000:]
+
+
+def test_dra_allocation_fails_when_the_device_class_selects_no_device(sim_api: client.ApiClient) -> None:
+    """The DeviceClass's selector names a GPU product no node has: the scheduler allocates no claim, every pod stays
+    unschedulable, and the case FAILs with the claims left unallocated."""
+    dra.set_selector(sim_api, f'device.driver == "{dra.DRIVER}" && '
+                              f'device.attributes["{dra.DRIVER}"].productName == "NVIDIA-B300"')
+    try:
+        result = suite("test_dra_allocation.py", "--backends=default")
+    finally:
+        dra.set_selector(sim_api, dra.SELECTOR)
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    measured = re.search(r"training.dra_allocation \[default\]: measured max_unallocated_claims: (\d+) claims",
+                         result.stdout)
+    assert measured and int(measured.group(1)) > 0, result.stdout[-3000:]
+    assert "cannot allocate all claims" in result.stdout, result.stdout[-3000:]
