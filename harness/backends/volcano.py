@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (DRA, Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram,
+from harness.backends.base import (Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram,
                                    allocated_gpus)
 from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.criteria.governance.monitoring_coverage import Series
@@ -52,9 +52,6 @@ MONITORING = Monitoring((
 
 class VolcanoBackend(Capabilities):
     name = "volcano"
-    lacking_on_sim = {DRA: "Volcano v1.14 allocates DRA claims only with its predicates plugin's "
-                           "predicate.DynamicResourceAllocationEnable (off by default), which the sim's scheduler "
-                           "configuration does not set yet"}
     preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")

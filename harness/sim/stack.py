@@ -33,6 +33,8 @@ tiers:
   - name: overcommit
   - name: drf
   - name: predicates
+    arguments:
+      predicate.DynamicResourceAllocationEnable: true  # DRA claims (off by default in v1.14)
   - name: proportion
   - name: nodeorder
 """

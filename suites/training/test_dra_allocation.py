@@ -72,7 +72,9 @@ def test_dra_allocation(target: Target, backend: Backend, workloads: JobSystem, 
         ev.note(f"a job of {per_job} more by {tenant.name}, beyond its limit of {tenant.limit_gpus}: "
                 f"{over_gpus} devices allocated to it in {held_for:.0f}s")
         ev.expect("max_gpus_over_limit", over_gpus)
-        workloads.delete(over)
+        workloads.delete(over)  # its pods gone, their claims' devices are free again for the rest
+        pods.wait_until(f"the pods of {over.name} gone", lambda o: not any(belongs(p, over) for p in o.values()),
+                        profile.timeouts.delete)
     else:
         ev.not_checked("max_gpus_over_limit", backend.lacks(QUEUE_QUOTA, target.kind) or
                        f"{tenant.name} has no GPU limit below the {capacity} devices published")
