@@ -81,7 +81,7 @@ def test_the_sample_pod_is_guaranteed_restarted_in_place_and_keeps_its_checkpoin
     [container] = pod["containers"]
     assert container["image"] == "gpupoc.local/sample:1"
     assert container["resources"]["requests"]["cpu"] == container["resources"]["limits"]["cpu"] == "1"
-    assert container["args"][:2] == ["--steps", "180"] and SAMPLE_DATA_DIR in container["args"]
+    assert container["args"][:2] == ["--steps", "240"] and SAMPLE_DATA_DIR in container["args"]
     assert container["args"][container["args"].index("--batch") + 1] == "1024"
     assert pod["restartPolicy"] == "OnFailure" and pod["nodeSelector"]["k"] == "v"
     assert {"name": "gpupoc-sample-data", "emptyDir": {}} in pod["volumes"]
@@ -96,7 +96,7 @@ def test_a_profile_without_a_sample_image_runs_no_sample_and_errors_name_their_f
     data = json.loads(json.dumps(REAL_NODES_DATA))
     assert load_profile(REPO_ROOT / "profiles" / "sim.yaml").workloads.sample.image is None
     data["workloads"]["sample"]["warmup"] = 600
-    with pytest.raises(ConfigError, match=r"workloads\.sample\.warmup: must be fewer than steps \(180\)"):
+    with pytest.raises(ConfigError, match=r"workloads\.sample\.warmup: must be fewer than steps \(240\)"):
         parse_profile(data, "p.yaml")
     data["workloads"]["sample"].update(warmup=1, antagonist={"cpu": "lots"})
     with pytest.raises(ConfigError, match=r"workloads\.sample\.antagonist\.cpu: must be a Kubernetes quantity"):
