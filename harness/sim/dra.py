@@ -15,10 +15,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from harness.cluster.inventory import SIMULATED_LABEL
 from harness.sim.config import GpuSpec
 
 DRIVER = DEVICE_CLASS = "gpu.nvidia.com"
-SIMULATED_LABEL = "gpupoc.io/simulated"
 SELECTOR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'
 
 
@@ -52,13 +52,12 @@ def publish(api: client.ApiClient, nodes: list[tuple[str, str]], gpu: GpuSpec) -
     """The DeviceClass (replaced: a sensitivity test may have changed its selector) and the slices of `nodes`
     ((name, uid) pairs)."""
     dynamic = DynamicClient(api)
-    classes = dynamic.resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass")
     try:
-        classes.create(body=device_class())
+        dynamic.resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").create(body=device_class())
     except client.ApiException as exc:
         if exc.status != 409:
             raise
-        classes.patch(name=DEVICE_CLASS, body=device_class(), content_type="application/merge-patch+json")
+        set_selector(api, SELECTOR)
     slices = dynamic.resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     for name, uid in nodes:
         slices.create(body=resource_slice(name, uid, gpu))

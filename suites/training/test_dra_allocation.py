@@ -28,7 +28,7 @@ from harness.jobs.model import GPU_CLAIM, GangJob
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from suites.training.common import LONG_RUN_S, belongs, require
+from suites.training.common import LONG_RUN_S, belongs, bound_pods, require
 
 PODS_PER_JOB = 2
 UNSCHEDULABLE_FOR_S = 5.0  # every waiting pod unschedulable this long: the scheduler's answer, not a moment's
@@ -132,7 +132,7 @@ def claimed(workloads: Workloads, profile: Profile, ev: Evidence, jobs: list[Gan
 
 
 def bound(objs: dict[str, dict[str, Any]], jobs: list[GangJob]) -> int:
-    return sum(1 for p in objs.values() if any(belongs(p, j) for j in jobs) and (p.get("spec") or {}).get("nodeName"))
+    return sum(bound_pods(objs, j) for j in jobs)
 
 
 def unschedulable(pod: dict[str, Any]) -> str:
