@@ -7,9 +7,10 @@ PYTHON := $(CURDIR)/$(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The checkout's own harness (not whatever `gpupoc` an earlier install of another checkout left on PATH).
 GPUPOC := $(PYTHON) -m harness.cli
-# Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai), and a real
-# Slurm beside the cluster (Debian's packages, installed by sim/install-deps.sh).
-export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai,slurm
+# Every scheduler the sim can run, KAI-Scheduler included (built only when asked: --with kai), a real
+# Slurm beside the cluster (Debian's packages, installed by sim/install-deps.sh), and the autoscaler of the cloud
+# row (Karpenter with its kwok provider: --with karpenter).
+export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai,slurm,karpenter
 
 .PHONY: poc test install build unit clean-sim
 
@@ -25,7 +26,7 @@ install: $(STAMP)
 # tests/unit/test_workflows.py); real-nodes: the kubelet, pause program and device plugin of `sim up --real-nodes N`
 # (tests/sim/test_real_nodes.py).
 build: install
-	$(GPUPOC) sim build --with kai --with helm --with actionlint --with real-nodes
+	$(GPUPOC) sim build --with kai --with karpenter --with helm --with actionlint --with real-nodes
 
 # The main job: every suite on every backend on the sim, the acceptance record, outcomes vs suites/expected.yaml.
 poc: build

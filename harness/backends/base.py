@@ -33,8 +33,9 @@ RANKED_FAIR_SHARE = "ranked fair share"      # it ranks tenants by recorded usag
 #                                              start their usage from zero for the fairness case
 SAMPLE = "workload sample"                   # it runs the sample's container as given (its image, args, volume)
 DRA = "DRA devices"                          # it places pods whose GPUs are claimed through DRA (ResourceClaims)
-CAPABILITIES = (SAMPLE, DRA, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART,
-                QUEUE_QUOTA, BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
+AUTOSCALING = "autoscaled nodes"             # its jobs' pods make a Kubernetes autoscaler add nodes, and run there
+CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM,
+                CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 
 @dataclass(frozen=True)

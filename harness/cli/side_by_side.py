@@ -27,7 +27,7 @@ from harness.cluster.rbac import REQUESTS_FILE
 from harness.cli.common import EXIT_USAGE, PYTEST_USAGE_ERROR
 from harness.config.options import RunConfig
 from harness.core.errors import ConfigError, SimError
-from harness.core.paths import REPO_ROOT, build_root, gpupoc_home
+from harness.core.paths import REPO_ROOT, bin_dir, build_root, gpupoc_home
 from harness.record.merge import merge
 from harness.record.model import load_record
 from harness.record.render import page
@@ -54,10 +54,11 @@ class Part:
     backends: tuple[str, ...]
     port_base: int
     run_id: str
+    autoscaler: tuple[str, ...] = ()  # the sim's autoscaler, beside the schedulers (the cloud row's case)
 
     @property
     def schedulers(self) -> str:
-        return ",".join(b for b in self.backends if b != "default") or "none"
+        return ",".join([*(b for b in self.backends if b != "default"), *self.autoscaler]) or "none"
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "GPUPOC_HOME": str(gpupoc_home() / "parts" / self.name),
@@ -65,8 +66,14 @@ class Part:
                 SCHEDULERS_ENV: self.schedulers}
 
 
-def plan(spec: str, run_id: str) -> list[Part]:
-    """The parts of `--side-by-side kueue+kuberay,volcano,...`: each backend in one part at most."""
+def autoscaler_built() -> tuple[str, ...]:
+    """The sim's autoscaler, where `gpupoc sim build --with karpenter` built it: every part's sim runs it."""
+    return ("karpenter",) if (bin_dir() / "karpenter-kwok").exists() else ()
+
+
+def plan(spec: str, run_id: str, autoscaler: tuple[str, ...] = ()) -> list[Part]:
+    """The parts of `--side-by-side kueue+kuberay,volcano,...`: each backend in one part at most; `autoscaler`
+    beside the schedulers of each."""
     groups = [tuple(b.strip() for b in group.split("+") if b.strip()) for group in spec.split(",") if group.strip()]
     named = [b for g in groups for b in g]
     unknown = sorted(set(named) - set(backend_registry.ALL))
@@ -84,7 +91,8 @@ def plan(spec: str, run_id: str) -> list[Part]:
                                   f"queues its jobs); put {name} in {queued_by}'s part")
     if not 1 <= len(groups) <= len(PART_PORT_BASES):
         raise ConfigError(f"--side-by-side {spec}: 1 to {len(PART_PORT_BASES)} parts, got {len(groups)}")
-    parts = [Part("-".join(g), g, base, f"{run_id}-{'-'.join(g)}") for g, base in zip(groups, PART_PORT_BASES)]
+    parts = [Part("-".join(g), g, base, f"{run_id}-{'-'.join(g)}", autoscaler)
+             for g, base in zip(groups, PART_PORT_BASES)]
     long = [p.run_id for p in parts if len(p.run_id) > RUN_ID_MAX]
     if long:
         raise ConfigError(f"--run-id {run_id}: a part's run id ({long[0]}) would be over {RUN_ID_MAX} characters; "
@@ -216,7 +224,7 @@ def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: lis
                           "another (leave --side-by-side out)")
     if option_args.get("backends"):
         raise ConfigError("--side-by-side names the backends of each part; leave --backends out")
-    parts = plan(spec, cfg.run_id)
+    parts = plan(spec, cfg.run_id, autoscaler_built())
     folder = cfg.reports_dir / cfg.run_id
     (folder / "parts").mkdir(parents=True, exist_ok=True)
     for part in parts:  # a record left by an earlier run of this run id is not this run's

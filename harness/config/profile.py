@@ -63,11 +63,22 @@ class Dra:
 
 
 @dataclass(frozen=True)
+class AutoscaledPool:
+    """GPU nodes an autoscaler adds when jobs queue and removes when idle: how a pod asks for them (the pool's node
+    selector and the tolerations of its taints), and how many whole nodes the elasticity case's job spans."""
+
+    node_selector: dict[str, str]
+    tolerations: tuple[dict[str, Any], ...] = ()
+    nodes: int = 2
+
+
+@dataclass(frozen=True)
 class GpuSizes:
     resource: str
     per_node: int
     job_sizes: dict[str, int]
     dra: Dra | None = None  # None: the cluster's GPUs are claimed by the device plugin's resource only
+    autoscaled: AutoscaledPool | None = None  # None: the cluster has no autoscaled GPU pool (or the POC ignores it)
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,22 @@ def _timeouts(f: _Fields) -> Timeouts:
     return Timeouts(**values)
 
 
+def _autoscaled(f: _Fields) -> AutoscaledPool | None:
+    if not f.data:
+        return None
+    f.only(("node_selector", "tolerations", "nodes"))
+    selector = f.child("node_selector")
+    if not selector.data:
+        raise f.fail("node_selector", "must name the label of the pool's nodes (e.g. karpenter.sh/nodepool: gpu)")
+    tolerations = f.get("tolerations", list, [])
+    if not all(isinstance(t, dict) for t in tolerations):
+        raise f.fail("tolerations", "must be a list of Kubernetes tolerations (mappings)")
+    nodes = f.get("nodes", int, AutoscaledPool({}).nodes)
+    if nodes < 1:
+        raise f.fail("nodes", f"must be at least 1 node, got {nodes}")
+    return AutoscaledPool({k: selector.get(k, str) for k in selector.data}, tuple(tolerations), nodes)
+
+
 def _scale(f: _Fields) -> ScaleSpec:
     f.only(("nodes", "jobs", "rate_per_s", "run_for_s", "cap_s", "submitters"))
     defaults = ScaleSpec()
@@ -344,9 +371,10 @@ def parse_profile(data: Any, source: str) -> Profile:
     if len(set(names)) != len(names):
         raise f.fail("tenants", f"tenant names must be unique, got {names}")
     gpu = f.child("gpu")
-    gpu.only(("resource", "per_node", "job_sizes", "dra"))
+    gpu.only(("resource", "per_node", "job_sizes", "dra", "autoscaled"))
     dra = gpu.optional("dra")
     dra.only(("device_class", "driver"))
+    autoscaled = _autoscaled(gpu.optional("autoscaled"))
     sizes = gpu.child("job_sizes")
     job_sizes = {k: sizes.get(k, int) for k in sizes.data}
     if any(v < 1 for v in job_sizes.values()):
@@ -358,7 +386,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     inference.only(("url",))
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes,
-                                Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None),
+                                Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None,
+                                autoscaled),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),

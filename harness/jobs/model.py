@@ -36,6 +36,7 @@ class GangJob:
     container: str = TRAIN_CONTAINER  # what its pods run: a trainer, or the workload sample (config/workloads.py)
     node_selector: dict[str, str] = field(default_factory=dict)  # beside the profile's (one node: a co-location)
     device_class: str | None = None  # its GPUs claimed through DRA from this DeviceClass, not the device plugin's
+    tolerations: tuple[dict[str, Any], ...] = ()  # beside the profile's (an autoscaled pool's taint)
 
     def __post_init__(self) -> None:
         if self.pods < 1 or self.gpus_per_pod < 0:
@@ -75,6 +76,8 @@ class GangJob:
             spec["priorityClassName"] = self.priority_class
         if self.node_selector:
             spec["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            spec["tolerations"] = [dict(t) for t in self.tolerations]
         return {"metadata": {"labels": {**self.labels, JOB_LABEL: self.name},
                              "annotations": {RUN_FOR_ANNOTATION: f"{self.run_for_s:g}s"}},
                 "spec": spec}

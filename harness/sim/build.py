@@ -32,7 +32,8 @@ KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontr
 # kube-proxy runs in the sim's network namespace and routes Services to the model-server stand-ins.
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 # `--with` name -> recipe. helm and actionlint check kind/ and .github/; the sim itself never runs them.
-OPTIONAL = {"kai": "kai-scheduler", "helm": "helm", "actionlint": "actionlint", "real-nodes": "kubelet"}
+OPTIONAL = {"kai": "kai-scheduler", "karpenter": "karpenter", "helm": "helm", "actionlint": "actionlint",
+            "real-nodes": "kubelet"}
 # What `--with real-nodes` builds besides the kubelet: gpupoc's own sandbox (pause) program and device plugin.
 REAL_NODE_EXTRAS = ("pause", "device-plugin")
 HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
@@ -201,6 +202,11 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                tuple(f"{pins.kai_scheduler_module}/cmd/{b.removeprefix('kai-')}" for b in KAI_BINARIES),
                wrapper_go_mod=lambda: plain_wrapper("kai-scheduler", pins.kai_scheduler_module, pins.kai_scheduler,
                                                     log_dir / "kai-scheduler.log"),
+               optional=True),
+        # Karpenter with its kwok provider (module sigs.k8s.io/karpenter, package kwok): named apart from kwok itself.
+        Recipe("karpenter", pins.karpenter, ("karpenter-kwok",), ("sigs.k8s.io/karpenter/kwok",),
+               wrapper_go_mod=lambda: plain_wrapper("karpenter", "sigs.k8s.io/karpenter", pins.karpenter,
+                                                    log_dir / "karpenter.log"),
                optional=True),
         Recipe("helm", pins.helm, ("helm",), (f"{HELM_MODULE}/cmd/helm",),
                ldflags=helm_ldflags(pins.helm, pins.kubernetes), optional=True),

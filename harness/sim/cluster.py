@@ -18,8 +18,8 @@ from typing import Any
 from kubernetes import client, config as kube_config
 
 from harness.core.errors import ConfigError, SimError
-from harness.sim import (files, images, nodes, pki, procs, realnode_teardown, realnodes, serving_stack as serving,
-                         stack, netns)
+from harness.sim import (files, images, karpenter, nodes, pki, procs, realnode_teardown, realnodes,
+                         serving_stack as serving, stack, netns)
 from harness.core import paths
 from harness.sim.slurm import daemons as slurm
 from harness.sim.components import POD_CIDR, Component, Layout, control_plane
@@ -119,6 +119,7 @@ def _prepare_files(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNode]) 
                        ("kube-scheduler", "system:kube-scheduler"), ("kwok-controller", "gpupoc-kwok"),
                        ("kueue", "gpupoc-kueue"), ("volcano", "gpupoc-volcano"), ("kuberay", "gpupoc-kuberay"),
                        ("kube-state-metrics", "gpupoc-kube-state-metrics"), ("kai-scheduler", "gpupoc-kai-scheduler"),
+                       ("karpenter", "gpupoc-karpenter"),
                        ("kube-proxy", "system:kube-proxy"), ("dataplane", "gpupoc-dataplane"),
                        ("metrics-adapter", "gpupoc-metrics-adapter")):
         files.write_kubeconfig(lay.component_kubeconfig(name), files.kubeconfig(server, ca.cert, tokens[user]))
@@ -135,6 +136,8 @@ def _prepare_files(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNode]) 
     prom = files.prometheus_config(cfg.ports, token, jobs, cfg.nodes)
     (lay.root / "prometheus.yml").write_text(json.dumps(prom, indent=2))
     stack.write_configs(lay, cfg.ports, cfg.schedulers)
+    if "karpenter" in cfg.schedulers:
+        karpenter.write_config(lay, cfg.gpu)
 
 
 def _prepare_real_nodes(lay: Layout, cfg: SimConfig, real: list[realnodes.RealNode]) -> None:
@@ -314,6 +317,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:
                 stack.register_kueue_webhooks(api, lay, cfg.ports)
+            if "karpenter" in cfg.schedulers:
+                karpenter.create_pool(api, cfg.gpu)
             if cfg.serving:
                 serving.register_adapter(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)

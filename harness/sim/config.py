@@ -187,6 +187,14 @@ class Ports:
 
     # The data plane: its own health, the host's ends of the relays to kube-proxy, the metrics adapter.
     @property
+    def karpenter_metrics(self) -> int:
+        return self.base + 650
+
+    @property
+    def karpenter_health(self) -> int:
+        return self.base + 651
+
+    @property
     def dataplane_health(self) -> int:
         return self.base + 660
 
@@ -216,7 +224,8 @@ def ports_from_env() -> Ports:
 
 
 DEFAULT_SCHEDULERS = ("kueue", "volcano", "kuberay")
-KNOWN_SCHEDULERS = (*DEFAULT_SCHEDULERS, "kai", "slurm")  # slurm: a real Slurm beside the cluster
+KNOWN_SCHEDULERS = (*DEFAULT_SCHEDULERS, "kai", "slurm", "karpenter")  # slurm: a real Slurm beside the cluster;
+# karpenter: not a scheduler but the autoscaler that adds GPU nodes when jobs queue (harness/sim/karpenter.py)
 SCHEDULERS_ENV = "GPUPOC_SIM_SCHEDULERS"  # what a sim started without --schedulers runs (e.g. by the pytest plugin)
 
 

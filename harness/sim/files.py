@@ -23,6 +23,7 @@ IDENTITIES: dict[str, tuple[str, ...]] = {
     "gpupoc-kuberay": ("system:masters",),
     "gpupoc-kube-state-metrics": ("system:masters",),
     "gpupoc-kai-scheduler": ("system:masters",),
+    "gpupoc-karpenter": ("system:masters",),
     "system:kube-proxy": (),  # bound to system:node-proxier by the API server's default RBAC
     "gpupoc-dataplane": ("system:masters",),
     "gpupoc-metrics-adapter": ("system:masters",),

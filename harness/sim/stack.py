@@ -15,7 +15,7 @@ from kubernetes import client
 
 from harness.cluster.apply import apply_objects
 from harness.core.errors import ConfigError
-from harness.sim import crds, files, kueue, pki
+from harness.sim import crds, files, karpenter, kueue, pki
 from harness.core import paths
 from harness.sim.components import CLIENT_RATE, Component, Layout, binary
 from harness.sim.config import Ports
@@ -42,13 +42,15 @@ tiers:
 # What the POC needs; the job-flow controllers wait for CRDs (flow.volcano.sh) the sim does not install.
 VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
 
-def crd_sources(pins: Pins) -> dict[str, tuple[str, str, str]]:
-    """scheduler -> (module, pinned version, CRD directory in the module)."""
+def crd_sources(pins: Pins) -> dict[str, tuple[tuple[str, str, str], ...]]:
+    """scheduler -> (module, pinned version, CRD directory in the module) of each of its CRD directories."""
     return {
-        "kueue": ("sigs.k8s.io/kueue", pins.kueue, "config/components/crd/bases"),
-        "volcano": ("volcano.sh/volcano", pins.volcano, "config/crd/volcano/bases"),
-        "kuberay": ("github.com/ray-project/kuberay/ray-operator", pins.kuberay, "config/crd/bases"),
-        "kai": (pins.kai_scheduler_module, pins.kai_scheduler, "deployments/kai-scheduler/crds"),
+        "kueue": (("sigs.k8s.io/kueue", pins.kueue, "config/components/crd/bases"),),
+        "volcano": (("volcano.sh/volcano", pins.volcano, "config/crd/volcano/bases"),),
+        "kuberay": (("github.com/ray-project/kuberay/ray-operator", pins.kuberay, "config/crd/bases"),),
+        "kai": ((pins.kai_scheduler_module, pins.kai_scheduler, "deployments/kai-scheduler/crds"),),
+        "karpenter": (("sigs.k8s.io/karpenter", pins.karpenter, "pkg/apis/crds"),
+                      ("sigs.k8s.io/karpenter", pins.karpenter, "kwok/apis/crds")),
     }
 
 
@@ -111,6 +113,8 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...], netns:
             f"--health-probe-bind-address=127.0.0.1:{ports.kuberay_health}",
         ), f"http://127.0.0.1:{ports.kuberay_health}/readyz", ports.kuberay_health,
             known_version=f"kuberay {pins.kuberay}"))
+    if "karpenter" in schedulers:
+        result.append(karpenter.component(layout, ports, pins.karpenter))
     if schedulers:
         result.append(Component("kube-state-metrics", (
             binary("kube-state-metrics"), f"--kubeconfig={layout.component_kubeconfig('kube-state-metrics')}",
@@ -178,6 +182,8 @@ def extra_ports(ports: Ports, schedulers: tuple[str, ...]) -> dict[str, int]:
                    "volcano controllers metrics": ports.volcano_controllers_metrics}
     if "kuberay" in schedulers:
         wanted |= {"kuberay metrics": ports.kuberay_metrics}
+    if "karpenter" in schedulers:
+        wanted |= {"karpenter metrics": ports.karpenter_metrics}
     if "kai" in schedulers:
         wanted |= {"kai scheduler plugins": ports.kai_scheduler_plugins,
                    "kai binder health": ports.kai_binder_health,
@@ -196,6 +202,8 @@ def scrape_jobs(ports: Ports, schedulers: tuple[str, ...], token_path: Path) -> 
                  files.http_job("volcano-controller-manager", ports.volcano_controllers_metrics)]
     if "kuberay" in schedulers:
         jobs.append(files.http_job("kuberay-operator", ports.kuberay_metrics))
+    if "karpenter" in schedulers:
+        jobs.append(files.http_job("karpenter", ports.karpenter_metrics))
     if "kai" in schedulers:
         jobs += [files.http_job("kai-scheduler", ports.kai_scheduler_metrics),
                  files.http_job("kai-queuecontroller", ports.kai_queuecontroller_metrics)]
@@ -234,8 +242,7 @@ def install_crds(api: client.ApiClient, schedulers: tuple[str, ...]) -> None:
     sources = crd_sources(load_pins())
     docs: list[dict[str, Any]] = []
     for scheduler in schedulers:
-        if scheduler in sources:
-            module, version, sub = sources[scheduler]
+        for module, version, sub in sources.get(scheduler, ()):
             docs += crds.cached_documents(module, version, sub, paths.build_root())
     crds.apply_crds(api, docs)
 

@@ -22,6 +22,7 @@ class Pins:
     kube_state_metrics: str
     kai_scheduler: str
     kai_scheduler_module: str
+    karpenter: str
     helm: str
     actionlint: str
 

@@ -4,7 +4,8 @@ sim's designed outcomes (suites/expected.yaml). The full criterion x backend mat
 Mechanisms: a Kueue Workload (fairness, preemption counted in workloads, queue wait with a per-queue histogram),
 a Volcano Job (recovery by its job policy; its scheduler restarted as a process of the sim), a KAI PodGroup with bare
 pods (gang), kube-scheduler as the FIFO baseline that fails fairness by design, and DRA claims allocated by
-kube-scheduler within Kueue's quota (the DeviceClass mapped onto the GPU resource).
+kube-scheduler within Kueue's quota (the DeviceClass mapped onto the GPU resource), and nodes Karpenter adds for a
+Kueue job on its autoscaled pool.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_queue_wait.py::test_queue_wait[kueue]",
              "test_gang_admission.py::test_gang_admission[kai]",
              "test_control_plane_recovery.py::test_control_plane_recovery[volcano]",
-             "test_dra_allocation.py::test_dra_allocation[kueue]")
+             "test_dra_allocation.py::test_dra_allocation[kueue]",
+             "test_capacity_elasticity.py::test_capacity_elasticity[kueue]")
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
@@ -44,7 +46,8 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
     ran = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("training.queue_fairness", "kueue"), ("training.priority_preemption", "kueue"),
             ("training.failure_recovery", "volcano"), ("training.queue_wait", "kueue"),
-            ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue")} <= ran, outcomes
+            ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue"),
+            ("training.capacity_elasticity", "kueue")} <= ran, outcomes
     assert ("training.queue_fairness", "default", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
         assert ("training.gang_admission", "kai") in ran

@@ -4,6 +4,7 @@ on a deliberately misconfigured sim — and passes where the cluster is right (t
 from __future__ import annotations
 
 import re
+import time
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from harness.backends import Backend
 from harness.core.errors import CriterionViolation
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.sim import cluster, dra
+from harness.sim import cluster, dra, karpenter
 from harness.core.paths import REPO_ROOT
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -213,3 +214,53 @@ def test_dra_allocation_fails_when_the_device_class_selects_no_device(sim_api: c
                          result.stdout)
     assert measured and int(measured.group(1)) > 0, result.stdout[-3000:]
     assert "cannot allocate all claims" in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def node_pool(sim_api: client.ApiClient) -> Iterator[Callable[[dict[str, object]], None]]:
+    """Change the sim's Karpenter NodePool for one test; afterwards its spec as it was, and its nodes gone."""
+    if not cluster.component_running("karpenter"):
+        pytest.skip("the sim runs without its autoscaler (gpupoc sim up --schedulers ...,karpenter)")
+    group, version, plural = karpenter.NODEPOOLS
+    custom = client.CustomObjectsApi(sim_api)
+    spec = custom.get_cluster_custom_object(group, version, plural, karpenter.POOL)["spec"]
+    yield lambda change: karpenter.patch_pool(sim_api, change)
+    karpenter.patch_pool(sim_api, {"limits": spec["limits"], "disruption": spec["disruption"]})
+    deadline = time.monotonic() + 120
+    while karpenter.pool_nodes(sim_api) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not karpenter.pool_nodes(sim_api), "the NodePool's nodes outlived the test"
+
+
+def elasticity_failure(result: subprocess.CompletedProcess[str], check: str) -> float:
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    measured = re.search(rf"measured {check}: ([\d.]+)", result.stdout) or re.search(
+        rf"{check}: ([\d.]+)[^;|]*\(wanted", result.stdout)
+    assert measured, result.stdout[-3000:]
+    return float(measured.group(1))
+
+
+def test_capacity_elasticity_fails_when_the_pool_is_capped_below_the_job(
+        tmp_path: Path, node_pool: Callable[[dict[str, object]], None]) -> None:
+    """The NodePool may grow by one node, the job needs two: one node comes, Kueue's job holds it with one pod
+    while the other waits, and the case FAILs with the wait (to the end of its 50 s) and the partial hold."""
+    node_pool({"limits": {"nvidia.com/gpu": "8"}})
+
+    def wait_50_s(data: dict[str, object]) -> None:
+        timeouts = data["timeouts"]
+        assert isinstance(timeouts, dict)
+        timeouts["admit"] = 50
+    result = suite("test_capacity_elasticity.py", "--backends=kueue",
+                   f"--profile={profile_variant(tmp_path, wait_50_s)}")
+    assert elasticity_failure(result, "running_within_s") >= 45, result.stdout[-3000:]
+    assert elasticity_failure(result, "max_partial_hold_s") > 5, result.stdout[-3000:]
+    assert "1 nodes added" in result.stdout, result.stdout[-3000:]
+
+
+def test_capacity_elasticity_fails_on_the_idle_cost_when_scale_down_is_off(
+        node_pool: Callable[[dict[str, object]], None]) -> None:
+    """consolidateAfter: Never: the job's nodes stay after it, and the case FAILs on their idle GPU-hours."""
+    node_pool({"disruption": {"consolidateAfter": "Never"}})
+    result = suite("test_capacity_elasticity.py", "--backends=kueue")
+    assert elasticity_failure(result, "max_idle_gpu_hours") > 0.3, result.stdout[-3000:]
+    assert elasticity_failure(result, "scale_down_within_s") > 60, result.stdout[-3000:]

@@ -16,6 +16,7 @@ def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() ->
     slurm = next(p for p in parts if "slurm" in p.backends)
     assert slurm.schedulers == "slurm" and slurm.run_id == "poc-20261203-120000-slurm-default"
     assert plan("kueue,default", "r")[1].schedulers == "none"
+    assert [p.schedulers for p in plan("kueue,default", "r", ("karpenter",))] == ["kueue,karpenter", "karpenter"]
     env = slurm.env()
     assert env["GPUPOC_HOME"].endswith("parts/slurm-default") and env["GPUPOC_SIM_PORT_BASE"] == str(slurm.port_base)
 

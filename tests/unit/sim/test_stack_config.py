@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import ConfigError
-from harness.sim import build, kueue, stack
+from harness.sim import build, karpenter, kueue, stack
 from harness.sim.components import Layout
-from harness.sim.config import SCHEDULERS_ENV, Ports, SimConfig, parse_schedulers
+from harness.sim.config import SCHEDULERS_ENV, GpuSpec, Ports, SimConfig, parse_schedulers
 from harness.sim.versions import load_pins
 
 SHIPPED = [{
@@ -103,3 +103,22 @@ def test_kai_processes_listen_on_loopback_and_read_the_kubeconfig_from_the_envir
         assert addresses and all(a.startswith("127.0.0.1:") for a in addresses)
     jobs = {j["job_name"] for j in stack.scrape_jobs(ports, ("kai",), tmp_path / "token")}
     assert {"kai-scheduler", "kai-queuecontroller"} <= jobs
+
+
+def test_karpenter_pool_is_tainted_labelled_and_sized_from_the_sims_gpus(tmp_path: Path) -> None:
+    gpu = GpuSpec()
+    node_class, pool = karpenter.pool_objects(gpu)
+    assert node_class["kind"] == "KWOKNodeClass" and pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == \
+        node_class["metadata"]["name"]
+    template = pool["spec"]["template"]
+    assert template["metadata"]["labels"]["nvidia.com/gpu.product"] == gpu.product  # GFD labels, as its nodes have
+    assert template["metadata"]["labels"]["gpupoc.io/simulated"] == "true"
+    assert template["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": str(karpenter.POOL_NODES * gpu.count)}
+    [kind] = karpenter.instance_types(gpu)
+    assert kind["name"] == template["spec"]["requirements"][0]["values"][0]
+    assert kind["resources"]["nvidia.com/gpu"] == str(gpu.count)
+    component = karpenter.component(Layout(tmp_path), Ports(40000), "v1.13.0")
+    env = dict(component.env)
+    assert env["DISABLE_LEADER_ELECTION"] == "true" and env["HEALTH_PROBE_PORT"] == str(Ports(40000).karpenter_health)
+    assert "karpenter" in stack.crd_sources(load_pins()) and parse_schedulers("kueue,karpenter")[-1] == "karpenter"
