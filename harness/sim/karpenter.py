@@ -93,13 +93,3 @@ def patch_pool(api: client.ApiClient, spec: dict[str, Any]) -> None:
     """Merge `spec` into the NodePool's (the sensitivity tests: its GPU limit, its consolidateAfter)."""
     group, version, plural = NODEPOOLS
     client.CustomObjectsApi(api).patch_cluster_custom_object(group, version, plural, POOL, {"spec": spec})
-
-
-def default_spec(gpu: GpuSpec) -> dict[str, Any]:
-    """What patch_pool restores: the NodePool's limits and disruption as the sim creates them."""
-    spec = pool_objects(gpu)[1]["spec"]
-    return {"limits": spec["limits"], "disruption": spec["disruption"]}
-
-
-def pool_nodes(api: client.ApiClient) -> list[str]:
-    return [n.metadata.name for n in client.CoreV1Api(api).list_node(label_selector=f"{POOL_LABEL}={POOL}").items]

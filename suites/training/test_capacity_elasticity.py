@@ -10,6 +10,7 @@ creation, Ready and deletion timestamps, the pods' scheduling and start; nothing
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from harness.cluster.tracker import Tracker
 from harness.cluster.wait import WaitFailed
 from harness.config.profile import Profile
 from harness.core.errors import WaitTimeout
+from harness.core.objects import condition_true
 from harness.criteria.training.capacity_elasticity import (CRITERION, NewNode, idle_gpu_hours, new_node,
                                                            partial_hold_s, running_at, scheduled_at, timestamp)
 from harness.jobs.kubernetes import Workloads
@@ -76,8 +78,7 @@ def measure(workloads: Workloads, profile: Profile, ev: Evidence, job: GangJob, 
         ev.note(f"not running after {wait_s:.0f}s: {exc}")
     seen = time.time()
     mine = [p for p in pods.objects.values() if belongs(p, job)]
-    added = [new_node(n, profile.gpu.resource) for name, n in {**nodes.gone, **nodes.objects}.items()
-             if name not in before]
+    added = [new_node(n, profile.gpu.resource) for name, n in every_node(nodes).items() if name not in before]
     used = {p["spec"]["nodeName"]: scheduled_at(p) for p in mine if (p.get("spec") or {}).get("nodeName")}
     ready = sorted(n.ready for n in added if n.name in used and n.ready is not None)
     ev.expect("nodes_ready_within_s", round((ready[-1] if len(used) >= job.pods and ready else seen) - submitted, 1))
@@ -111,7 +112,7 @@ def measure(workloads: Workloads, profile: Profile, ev: Evidence, job: GangJob, 
     end = time.time()
     first = {n.name: n for n in added}  # Ready as first seen: a node being removed goes NotReady
     final = [with_job(new_node(n, job.gpu_resource), first[name], used, ended)
-             for name, n in {**nodes.gone, **nodes.objects}.items() if name in names]
+             for name, n in every_node(nodes).items() if name in names]
     removed = [n.removed for n in final]
     last = end if None in removed else max(r for r in removed if r is not None)
     ev.expect("scale_down_within_s", round(last - ended, 1))
@@ -126,19 +127,22 @@ def running(objs: dict[str, dict[str, Any]], job: GangJob) -> int:
     return sum(1 for p in objs.values() if belongs(p, job) and running_at(p) is not None)
 
 
+def every_node(nodes: Tracker) -> dict[str, dict[str, Any]]:
+    """Each node the watch saw, in its last state: those still there and those deleted meanwhile."""
+    return {**nodes.gone, **nodes.objects}
+
+
 def with_job(node: NewNode, first: NewNode, used: dict[str, float | None], ended: float) -> NewNode:
     """The node's last state with its Ready time as first seen and the job's time on it."""
     on_it = node.name in used
-    return NewNode(node.name, node.gpus, node.created, first.ready, node.removed,
-                   used[node.name] if on_it else None, ended if on_it else None)
+    return dataclasses.replace(node, ready=first.ready, used_from=used[node.name] if on_it else None,
+                               used_until=ended if on_it else None)
 
 
 def node_state(node: dict[str, Any]) -> str:
     if node["metadata"].get("deletionTimestamp"):
         return "removing"
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (node.get("status") or {}).get("conditions") or [])
-    return "Ready" if ready else "NotReady"
+    return "Ready" if condition_true(node, "Ready") else "NotReady"
 
 
 def describe(node: NewNode, since: float) -> str:

@@ -4,7 +4,6 @@ on a deliberately misconfigured sim — and passes where the cluster is right (t
 from __future__ import annotations
 
 import re
-import time
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,7 +15,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.backends import Backend
-from harness.core.errors import CriterionViolation
+from harness.cluster.wait import wait_gone
+from harness.core.errors import CriterionViolation, WaitTimeout
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.sim import cluster, dra, karpenter
@@ -226,10 +226,11 @@ def node_pool(sim_api: client.ApiClient) -> Iterator[Callable[[dict[str, object]
     spec = custom.get_cluster_custom_object(group, version, plural, karpenter.POOL)["spec"]
     yield lambda change: karpenter.patch_pool(sim_api, change)
     karpenter.patch_pool(sim_api, {"limits": spec["limits"], "disruption": spec["disruption"]})
-    deadline = time.monotonic() + 120
-    while karpenter.pool_nodes(sim_api) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not karpenter.pool_nodes(sim_api), "the NodePool's nodes outlived the test"
+    try:
+        wait_gone(client.CoreV1Api(sim_api).list_node, "the NodePool's nodes", timeout_s=120,
+                  label_selector=f"{karpenter.POOL_LABEL}={karpenter.POOL}")
+    except WaitTimeout as exc:
+        raise AssertionError(f"the NodePool's nodes outlived the test: {exc}") from exc
 
 
 def elasticity_failure(result: subprocess.CompletedProcess[str], check: str) -> float:

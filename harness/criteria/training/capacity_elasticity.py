@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from harness.core.objects import condition_time, parse_time
 from harness.criteria import AT_MOST, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -23,9 +24,13 @@ CRITERION = register(Criterion(
                " GPU-h"))))
 
 
+def epoch(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment else None
+
+
 def timestamp(value: str | None) -> float | None:
     """Epoch seconds of an API server time (RFC 3339), None for none."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+    return epoch(parse_time(value))
 
 
 @dataclass(frozen=True)
@@ -54,19 +59,16 @@ class NewNode:
 def new_node(node: dict[str, Any], gpu_resource: str) -> NewNode:
     """Pure: a Node dict (its last state) as a NewNode."""
     meta, status = node["metadata"], node.get("status") or {}
-    ready = next((timestamp(c.get("lastTransitionTime")) for c in status.get("conditions") or []
-                  if c.get("type") == "Ready" and c.get("status") == "True"), None)
     gpus = int(str((status.get("capacity") or status.get("allocatable") or {}).get(gpu_resource, "0")) or 0)
-    return NewNode(meta["name"], gpus, timestamp(meta["creationTimestamp"]) or 0.0, ready,
-                   timestamp(meta.get("deletionTimestamp")))
+    return NewNode(meta["name"], gpus, timestamp(meta["creationTimestamp"]) or 0.0,
+                   epoch(condition_time(node, "Ready")), timestamp(meta.get("deletionTimestamp")))
 
 
 def scheduled_at(pod: dict[str, Any]) -> float | None:
     """When the scheduler bound the pod (its PodScheduled condition), None while it waits."""
     if not (pod.get("spec") or {}).get("nodeName"):
         return None
-    return next((timestamp(c.get("lastTransitionTime")) for c in (pod.get("status") or {}).get("conditions") or []
-                 if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+    return epoch(condition_time(pod, "PodScheduled"))
 
 
 def running_at(pod: dict[str, Any]) -> float | None:
@@ -74,9 +76,7 @@ def running_at(pod: dict[str, Any]) -> float | None:
     status = pod.get("status") or {}
     if status.get("phase") != "Running":
         return None
-    ready = next((timestamp(c.get("lastTransitionTime")) for c in status.get("conditions") or []
-                  if c.get("type") == "Ready" and c.get("status") == "True"), None)
-    return ready or timestamp(status.get("startTime"))
+    return epoch(condition_time(pod, "Ready")) or timestamp(status.get("startTime"))
 
 
 def partial_hold_s(bound_at: list[float | None], until: float) -> float:
