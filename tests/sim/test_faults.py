@@ -99,7 +99,9 @@ FAULTS = {  # fault -> (component, backend of the job submitted during it, how, 
     "api-server-frozen": ("kube-apiserver", "default", "freeze", BRIDGED_S, BEYOND_S),
     "api-server-restarted": ("kube-apiserver", "default", "stop-start", 0, BEYOND_S),
     "etcd-restarted": ("etcd", "default", "stop-start", 0, BEYOND_S),
-    "prometheus-stopped": ("prometheus", "default", "stop-start", BRIDGED_S, BEYOND_S),
+    # Prometheus answers 503 while it replays its WAL after a start (about 7 s under make test's load): bridged is a
+    # restart at once, so the outage is its own start-up, not a pause added to it
+    "prometheus-stopped": ("prometheus", "default", "stop-start", 0, BEYOND_S),
     # no retry budget for what the harness does not call: beyond is past the admission timeout
     "scheduler-killed": ("volcano-scheduler", "volcano", "stop-start", 0, ADMIT_S + 5),
 }
