@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kubernetes import client
+from kubernetes.utils import parse_quantity
 
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.errors import HarnessError
@@ -34,8 +35,10 @@ RANKED_FAIR_SHARE = "ranked fair share"      # it ranks tenants by recorded usag
 SAMPLE = "workload sample"                   # it runs the sample's container as given (its image, args, volume)
 DRA = "DRA devices"                          # it places pods whose GPUs are claimed through DRA (ResourceClaims)
 AUTOSCALING = "autoscaled nodes"             # its jobs' pods make a Kubernetes autoscaler add nodes, and run there
-CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM,
-                CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
+GPU_SHARING = "GPU sharing"                  # it gives pods fractions of one GPU and says which device they share
+CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER,
+                WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE,
+                RANKED_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,8 @@ class Monitoring:
 
 
 def allocated_gpus(queue: dict[str, Any], resource: str) -> float:
-    """Volcano's and KAI's Queue status: `allocated` per resource."""
-    return float(((queue.get("status") or {}).get("allocated") or {}).get(resource, 0) or 0)
+    """Volcano's and KAI's Queue status: `allocated` per resource (a quantity: KAI's fractions are "750m")."""
+    return float(parse_quantity(((queue.get("status") or {}).get("allocated") or {}).get(resource, 0) or 0))
 
 
 class Backend(Protocol):

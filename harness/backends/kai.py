@@ -17,9 +17,10 @@ from kubernetes import client
 
 from harness.backends.base import (Controllers, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
-from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, disruption,
+from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,
                                 tenant_queue)
 from harness.criteria.governance.monitoring_coverage import Series
+from harness.criteria.governance.sharing_granularity import Share
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.config.profile import Tenant
@@ -27,6 +28,11 @@ from harness.config.profile import Tenant
 API_VERSION = "scheduling.run.ai/v2alpha2"
 QUEUE_LABEL = "kai.scheduler/queue"
 POD_GROUP_ANNOTATION = "pod-group-name"
+FRACTION_ANNOTATION, MEMORY_ANNOTATION = "gpu-fraction", "gpu-memory"  # a share of one GPU (MiB for memory)
+GPU_GROUP_LABEL = "runai-gpu-group"  # the scheduler's group of fractional pods on one device
+RESERVATION_NAMESPACE = "kai-resource-reservation"  # the binder's reservation pods (its flag's default)
+DEVICE_ANNOTATION = "run.ai/reserve_for_gpu_index"  # the GPU UUID the reservation pod's device side reported
+BIND_REQUEST = ("scheduling.run.ai/v1alpha2", "BindRequest")  # the scheduler's placement, named as the pod
 STARTED_ANNOTATION = "kai.scheduler/last-start-timestamp"
 SCHEDULER_NAME = "kai-scheduler"
 # Bare pods have no controller to restart them: a failed member is the job's end.
@@ -64,6 +70,42 @@ def job_status(group: JobStatus, pods: Iterable[dict[str, Any]], members: int) -
     if bound:
         return JobStatus(RUNNING, "", group.submitted_at, group.admitted_at)
     return group
+
+
+def share_annotations(share: GpuShare | None) -> dict[str, str]:
+    """KAI's request for a share of one GPU; its admission webhook adds what its binder needs."""
+    if share is None:
+        return {}
+    if share.fraction is not None:
+        return {FRACTION_ANNOTATION: f"{share.fraction:g}"}
+    return {MEMORY_ANNOTATION: str(share.memory_mib)}
+
+
+def gpu_shares(pods: Iterable[dict[str, Any]], bind_requests: dict[str, dict[str, Any]],
+               reservations: Iterable[dict[str, Any]], device_memory_mib: int) -> list[Share]:
+    """Pure: each fractional pod as KAI placed it. Asked: its annotation (memory over the device's); given: its
+    BindRequest's GPU portion x count, once bound; its device group (label), and the UUID that group's
+    reservation pod reported."""
+    devices = {(p["metadata"].get("labels") or {}).get(GPU_GROUP_LABEL, ""):
+               (p["metadata"].get("annotations") or {}).get(DEVICE_ANNOTATION) or None for p in reservations}
+    shares = []
+    for pod in pods:
+        meta = pod["metadata"]
+        annotations = meta.get("annotations") or {}
+        if FRACTION_ANNOTATION in annotations:
+            asked = float(annotations[FRACTION_ANNOTATION])
+        elif MEMORY_ANNOTATION in annotations:
+            asked = float(annotations[MEMORY_ANNOTATION]) / device_memory_mib
+        else:
+            continue
+        request = bind_requests.get(meta["name"]) or {}
+        given = (request.get("spec") or {}).get("receivedGPU") or {}
+        bound = (request.get("status") or {}).get("phase") == "Succeeded" and "portion" in given
+        group = (meta.get("labels") or {}).get(GPU_GROUP_LABEL, "")
+        shares.append(Share(meta["name"], meta["namespace"], asked,
+                            float(given["portion"]) * int(given.get("count", 1)) if bound else None, group,
+                            devices.get(group) if group else None, (pod.get("spec") or {}).get("nodeName", "")))
+    return shares
 
 
 def _evicted(pod: dict[str, Any]) -> bool:
@@ -130,6 +172,7 @@ class KaiBackend(Capabilities):
             metadata.update(name=f"{job.name}-{index}", namespace=job.tenant.namespace)
             metadata["labels"][QUEUE_LABEL] = queue
             metadata["annotations"][POD_GROUP_ANNOTATION] = job.name
+            metadata["annotations"].update(share_annotations(job.gpu_share))
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
                          "spec": {**copy.deepcopy(template["spec"]), "schedulerName": SCHEDULER_NAME}})
         return [group, *pods]

@@ -10,7 +10,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import DRA, SAMPLE, SERVING, CONTROLLER_RESTART, Controllers, JOBS_COMPLETE, Capabilities
+from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, JOBS_COMPLETE, SAMPLE, SERVING, Capabilities,
+                                   Controllers)
 from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -44,6 +45,8 @@ class KubeRayBackend(Capabilities):
     queued_by = "kueue"
     owned = WORKLOAD_KIND
     lacking = {SERVING: "serves through RayService, not a Deployment; the POC's serving cases use Deployments",
+               GPU_SHARING: "a RayJob's pods take whole GPUs from the device plugin; Ray's fractional num_gpus share "
+                            "a GPU inside one Ray worker, not between the cluster's tenants",
                DRA: "a RayJob's head and worker groups are given the device plugin's GPUs; DRA claims in Ray groups "
                     "are not built yet",
                SAMPLE: "a RayJob's pods run Ray (KubeRay starts it); the workload sample is a batch job, not a Ray "

@@ -6,7 +6,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram
+from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
+                                   WaitHistogram)
 from harness.jobs.model import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, OwnedKind,
                                 tenant_queue)
 from harness.criteria.governance.monitoring_coverage import Series
@@ -71,6 +72,8 @@ MONITORING = Monitoring((
 
 class KueueBackend(Capabilities):
     name = "kueue"
+    lacking = {GPU_SHARING: "Kueue admits whole resources by quota and leaves placement to kube-scheduler: no fraction "
+                            "of a device is assigned"}
     preemption = PREEMPTED_WORKLOADS
     wait = WaitHistogram("kueue_admission_wait_time_seconds", 1.0, "cluster_queue")
     owned = WORKLOAD_KIND

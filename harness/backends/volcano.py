@@ -6,8 +6,8 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (Controllers, Capabilities, Monitoring, PreemptionCounter, QueueUsage, WaitHistogram,
-                                   allocated_gpus)
+from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
+                                   WaitHistogram, allocated_gpus)
 from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.objects import created_at, parse_time
@@ -52,6 +52,8 @@ MONITORING = Monitoring((
 
 class VolcanoBackend(Capabilities):
     name = "volcano"
+    lacking = {GPU_SHARING: "Volcano shares GPUs through its vGPU device plugin (volcano.sh/vgpu-number, vgpu-memory); "
+                            "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin"}
     preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")

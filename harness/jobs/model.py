@@ -19,6 +19,26 @@ DEFAULT_RUN_FOR_S = 30.0
 
 
 @dataclass(frozen=True)
+class GpuShare:
+    """A share of one GPU a pod asks for: a fraction of the device, or MiB of its memory (KAI's `gpu-fraction` and
+    `gpu-memory`); the backend that shares GPUs says how (Capabilities: GPU_SHARING)."""
+
+    fraction: float | None = None
+    memory_mib: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.fraction is None) == (self.memory_mib is None):
+            raise ConfigError("a GPU share is a fraction or an amount of memory, one of the two")
+
+    def asked(self, device_memory_mib: int) -> float:
+        """The fraction of one device asked for."""
+        return self.fraction if self.fraction is not None else (self.memory_mib or 0) / device_memory_mib
+
+    def __str__(self) -> str:
+        return f"{self.fraction:g} GPU" if self.fraction is not None else f"{self.memory_mib} MiB of a GPU"
+
+
+@dataclass(frozen=True)
 class GangJob:
     """A gang of `pods` pods x `gpus_per_pod` GPUs for a tenant, at a priority, running `run_for_s` on the sim."""
 
@@ -37,10 +57,13 @@ class GangJob:
     node_selector: dict[str, str] = field(default_factory=dict)  # beside the profile's (one node: a co-location)
     device_class: str | None = None  # its GPUs claimed through DRA from this DeviceClass, not the device plugin's
     tolerations: tuple[dict[str, Any], ...] = ()  # beside the profile's (an autoscaled pool's taint)
+    gpu_share: GpuShare | None = None  # each pod asks for a share of one GPU instead of whole GPUs
 
     def __post_init__(self) -> None:
         if self.pods < 1 or self.gpus_per_pod < 0:
             raise ConfigError(f"job {self.name}: needs at least 1 pod and 0 or more GPUs per pod")
+        if self.gpu_share and self.gpus_per_pod:
+            raise ConfigError(f"job {self.name}: a share of a GPU or whole GPUs per pod, not both")
 
     @property
     def gpus(self) -> int:
@@ -64,7 +87,7 @@ class GangJob:
 
     def pod_template(self) -> dict[str, Any]:
         limits = {"cpu": "1", "memory": "1Gi"}
-        if not self.device_class:
+        if not self.device_class and not self.gpu_share:
             limits[self.gpu_resource] = str(self.gpus_per_pod)
         container: dict[str, Any] = {"name": self.container, "image": self.image,
                                      "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": limits}}

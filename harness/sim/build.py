@@ -28,7 +28,8 @@ LOG_TAIL_LINES = 25
 SKIPPED_STAGING_PREFIX = "k8s.io/sample-"
 PINNED_BUILD_DATE = "2026-01-01T00:00:00Z"
 # KAI-Scheduler's processes (cmd/<name> without the prefix); prefixed so `scheduler` is not ambiguous.
-KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller")
+KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller",
+                "kai-admission")
 # kube-proxy runs in the sim's network namespace and routes Services to the model-server stand-ins.
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 # `--with` name -> recipe. helm and actionlint check kind/ and .github/; the sim itself never runs them.

@@ -317,6 +317,8 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
             if "kueue" in cfg.schedulers:
                 stack.register_kueue_webhooks(api, lay, cfg.ports)
+            if "kai" in cfg.schedulers:
+                stack.register_kai_webhooks(api, lay, cfg.ports)
             if "karpenter" in cfg.schedulers:
                 karpenter.create_pool(api, cfg.gpu)
             if cfg.serving:

@@ -185,7 +185,6 @@ class Ports:
     def kai_podgroupcontroller_health(self) -> int:
         return self.base + 648
 
-    # The data plane: its own health, the host's ends of the relays to kube-proxy, the metrics adapter.
     @property
     def karpenter_metrics(self) -> int:
         return self.base + 650
@@ -193,6 +192,25 @@ class Ports:
     @property
     def karpenter_health(self) -> int:
         return self.base + 651
+
+    # KAI's admission webhook (GPU sharing) and the simulated device side of its GPU reservations.
+    @property
+    def kai_admission_webhook(self) -> int:
+        return self.base + 652
+
+    @property
+    def kai_admission_health(self) -> int:
+        return self.base + 653
+
+    @property
+    def kai_admission_metrics(self) -> int:
+        return self.base + 654
+
+    @property
+    def kai_reservations_health(self) -> int:
+        return self.base + 655
+
+    # The data plane: its own health, the host's ends of the relays to kube-proxy, the metrics adapter.
 
     @property
     def dataplane_health(self) -> int:

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from harness.cluster.apply import apply_objects
 from harness.core.errors import ConfigError
-from harness.sim import crds, files, karpenter, kueue, pki
+from harness.sim import crds, files, kai_sharing, karpenter, kueue, pki
 from harness.core import paths
 from harness.sim.components import CLIENT_RATE, Component, Layout, binary
 from harness.sim.config import Ports
@@ -127,8 +127,9 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...], netns:
 
 
 def kai_components(layout: Layout, ports: Ports, version: str, netns: str | None = None) -> list[Component]:
-    """KAI-Scheduler's five processes. They read the kubeconfig from KUBECONFIG (not all parse --kubeconfig);
-    their webhooks (queue and pod-group validation) are off, as nothing here needs them."""
+    """KAI-Scheduler's five processes, its admission webhook (GPU sharing) and the simulated device side of its
+    GPU reservations. They read the kubeconfig from KUBECONFIG (not all parse --kubeconfig); the queue and
+    pod-group validation webhooks are off, as nothing here needs them."""
     env = (("KUBECONFIG", str(layout.component_kubeconfig("kai-scheduler"))),)
     known = f"kai-scheduler {version}"
 
@@ -163,6 +164,7 @@ def kai_components(layout: Layout, ports: Ports, version: str, netns: str | None
             f"--metrics-bind-address=127.0.0.1:{ports.kai_binder_metrics}",
             f"--health-probe-bind-address=127.0.0.1:{ports.kai_binder_health}",
         ), metrics(ports.kai_binder_metrics), ports.kai_binder_metrics, known_version=known, env=env),
+        *kai_sharing.components(layout, ports, kai("kai-admission"), KAI_SCHEDULER_NAME, known, env),
         Component("kai-scheduler", (
             kai("kai-scheduler"), "--leader-elect=false", f"--scheduler-name={KAI_SCHEDULER_NAME}",
             f"--namespace={KAI_NAMESPACES[0]}", f"--listen-address=127.0.0.1:{ports.kai_scheduler_metrics}",
@@ -185,7 +187,9 @@ def extra_ports(ports: Ports, schedulers: tuple[str, ...]) -> dict[str, int]:
     if "karpenter" in schedulers:
         wanted |= {"karpenter metrics": ports.karpenter_metrics}
     if "kai" in schedulers:
-        wanted |= {"kai scheduler plugins": ports.kai_scheduler_plugins,
+        wanted |= {"kai admission webhook": ports.kai_admission_webhook,
+                   "kai admission metrics": ports.kai_admission_metrics,
+                   "kai scheduler plugins": ports.kai_scheduler_plugins,
                    "kai binder health": ports.kai_binder_health,
                    "kai podgrouper metrics": ports.kai_podgrouper_metrics,
                    "kai podgroupcontroller metrics": ports.kai_podgroupcontroller_metrics}
@@ -224,6 +228,8 @@ def write_configs(layout: Layout, ports: Ports, schedulers: tuple[str, ...]) -> 
         (layout.root / "kueue-config.yaml").write_text(yaml.safe_dump(config))
     if "volcano" in schedulers:
         (layout.root / "volcano-scheduler.conf").write_text(VOLCANO_SCHEDULER_CONF)
+    if "kai" in schedulers:
+        kai_sharing.prepare(layout)
 
 
 def _install_kueue_metrics_cert(serving: pki.KeyPair) -> None:
@@ -248,7 +254,7 @@ def install_crds(api: client.ApiClient, schedulers: tuple[str, ...]) -> None:
 
 
 def create_kai_defaults(api: client.ApiClient) -> None:
-    """KAI's namespaces and its default queue, before its processes start."""
+    """KAI's namespaces, its default queue and its reservation pods' ServiceAccount, before its processes start."""
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                                      for name in KAI_NAMESPACES]
     unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
@@ -258,6 +264,9 @@ def create_kai_defaults(api: client.ApiClient) -> None:
             spec["parentQueue"] = parent
         objects.append({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
                         "spec": spec})
+    # the binder's reservation pods run as this ServiceAccount (--resource-reservation-service-account)
+    objects.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": KAI_NAMESPACES[1], "namespace": KAI_NAMESPACES[1]}})
     apply_objects(api, objects)
 
 
@@ -267,3 +276,10 @@ def register_kueue_webhooks(api: client.ApiClient, layout: Layout, ports: Ports)
     shipped = list(yaml.safe_load_all((_module_dir(module, load_pins().kueue) / manifest).read_text()))
     ca_pem = (layout.pki / "gpupoc-sim-ca.crt").read_bytes()
     apply_objects(api, kueue.webhook_configurations([d for d in shipped if d], ports.kueue_webhook, ca_pem))
+
+
+def register_kai_webhooks(api: client.ApiClient, layout: Layout, ports: Ports) -> None:
+    """After KAI's admission serves: its pod webhooks by URL, so a fractional pod gets what the binder needs."""
+    ca_pem = (layout.pki / "gpupoc-sim-ca.crt").read_bytes()
+    apply_objects(api, kai_sharing.webhook_configurations(ports.kai_admission_webhook, ca_pem,
+                                                          ("kube-system", KAI_NAMESPACES[0])))

@@ -6,7 +6,10 @@ import time
 
 import pytest
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
 
+from harness.backends.base import QueueUsage
+from harness.cluster.wait import poll
 from harness.jobs.model import GangJob
 from harness.criteria.training.queue_fairness import Interval
 from harness.core.errors import WaitTimeout
@@ -16,6 +19,22 @@ from harness.core.timeline import running_intervals
 from suites.training.common import belongs, first_seen, state_is
 
 STARTED = ("admitted", "running", "succeeded")
+METRIC_SETTLE_S = 30.0  # for a queue's status and a few scrapes of its metric to show what the pods hold
+
+
+def queue_gpus(api: client.ApiClient, usage: QueueUsage, queue: str, resource: str, expected: float,
+               within: float = 1e-6) -> float:
+    """GPUs the queue object says it holds, waited for (its controller updates the status on its own schedule)
+    until it shows `expected` (what the running pods hold, `within` a tolerance) or the settle time is over; the
+    last reading."""
+    return poll(lambda: queue_held(api, usage, queue, resource), lambda held: abs(held - expected) <= within,
+                METRIC_SETTLE_S)
+
+
+def queue_held(api: client.ApiClient, usage: QueueUsage, queue: str, resource: str) -> float:
+    """GPUs the queue object says it holds now."""
+    queues = DynamicClient(api).resources.get(api_version=usage.api_version, kind=usage.kind)
+    return usage.held(queues.get(name=queue).to_dict(), resource)
 
 
 def borrower_and_lender(profile: Profile) -> tuple[Tenant, Tenant]:

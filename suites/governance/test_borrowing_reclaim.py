@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
 from harness.backends import Backend
 from harness.jobs.model import GangJob, disruption
@@ -29,20 +28,12 @@ from harness.cluster.prometheus import Prometheus
 from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from suites.governance.common import (borrower_and_lender, held_intervals, job_size, started_within, submit_and_wait_running)
+from suites.governance.common import (METRIC_SETTLE_S, borrower_and_lender, held_intervals, job_size, queue_gpus,
+                                      started_within, submit_and_wait_running)
 from harness.core.timeline import running_intervals
 from suites.training.common import LONG_RUN_S, belongs, require
 
 CHART_STEP_S = 1.0
-METRIC_SETTLE_S = 30.0  # for a queue's status and a few scrapes of its metric to show what the pods hold
-
-
-def queue_gpus(api: client.ApiClient, usage: QueueUsage, queue: str, resource: str, expected: float) -> float:
-    """GPUs the queue object says it holds, waited for (its controller updates the status on its own schedule)
-    until it shows `expected` (what the running pods hold) or the settle time is over; the last reading."""
-    queues = DynamicClient(api).resources.get(api_version=usage.api_version, kind=usage.kind)
-    return poll(lambda: usage.held(queues.get(name=queue).to_dict(), resource), lambda held: held == expected,
-                METRIC_SETTLE_S)
 
 
 def metric_gpus(prometheus: Prometheus, usage: QueueUsage, queue: str, resource: str,

@@ -3,7 +3,7 @@ reference sim is designed to give, suites/expected.yaml), and each FAILing, with
 deliberately misconfigured cluster. The full criterion x backend matrix is `make poc`'s job.
 
 Mechanisms: quota and ResourceQuota on Kueue (borrowingLimit) and the API server; borrowing and reclaim on KAI
-(its queue status and metric); isolation by RBAC (once per cluster) and by queue (Kueue's namespaced
+(its queue status and metric); GPU sharing on KAI (its fractions); isolation by RBAC (once per cluster) and by queue (Kueue's namespaced
 LocalQueue holds, Volcano's queue is open: a designed FAIL); monitoring on Kueue (KAI's missing series: a
 designed FAIL); the development queue on Volcano (reclaim; Kueue's, by kube-scheduler's priority preemption,
 is the sensitivity test's); audit from the API server's log file; cost over the scenario's own pods.
@@ -36,6 +36,7 @@ SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resour
              "test_monitoring_coverage.py::test_monitoring_coverage[kueue]",
              "test_monitoring_coverage.py::test_monitoring_coverage[kai]",
              "test_queue_classes.py::test_queue_classes[volcano]",
+             "test_sharing_granularity.py::test_sharing_granularity[kai]",
              "test_audit.py::test_audit", "test_cost_attribution.py::test_cost_attribution")
 
 
@@ -58,7 +59,8 @@ def test_each_governance_criterion_once_per_mechanism(tmp_path: Path, sim_api: c
             ("governance.queue_classes", "volcano")} <= passed, outcomes
     assert ("governance.tenant_isolation", "volcano", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
-        assert ("governance.borrowing_reclaim", "kai") in passed, outcomes
+        assert {("governance.borrowing_reclaim", "kai"), ("governance.sharing_granularity", "kai")} <= passed, \
+            outcomes
     html = (tmp_path / "governance" / "record.html").read_text()
     for table in ("isolation matrix: who tried what, expected, got", "audit: each submitted object"):
         assert table in html
@@ -232,3 +234,30 @@ def test_queue_classes_fails_when_the_development_queue_has_no_reserved_quota(
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.queue_classes [kueue]: measured session_start_within_s: 20." in result.stdout, \
         result.stdout[-3000:]
+
+
+@pytest.fixture()
+def device_side_reporting_one_uuid() -> Iterator[None]:
+    """The sim's device side of KAI's GPU reservations restarted to give every reservation pod one GPU UUID;
+    afterwards its own arguments again."""
+    reference = tuple(cluster.component_argv("kai-gpu-reservations"))
+    cluster.stop_component("kai-gpu-reservations", say=lambda _: None)
+    cluster.start_component("kai-gpu-reservations", say=lambda _: None, argv=(*reference, "--same-uuid"))
+    try:
+        yield
+    finally:
+        cluster.stop_component("kai-gpu-reservations", say=lambda _: None)
+        cluster.start_component("kai-gpu-reservations", say=lambda _: None, argv=reference)
+
+
+def test_sharing_granularity_fails_when_every_reservation_reports_one_device(
+        sim_api: client.ApiClient, disrupts: Callable[[str], None], device_side_reporting_one_uuid: None) -> None:
+    """KAI puts the 1.5 GPUs of fractions on two devices; the nodes say both are one: 1.5 on one device."""
+    if not cluster.component_running("kai-scheduler"):
+        pytest.skip("the sim runs without KAI")
+    disrupts("kai-gpu-reservations")
+    result = suite("suites/governance/test_sharing_granularity.py::test_sharing_granularity[kai]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "governance.sharing_granularity [kai]: measured max_device_commit: 1.5 GPU (wanted <= 1 GPU)" in \
+        result.stdout, result.stdout[-3000:]
+    assert "4 of 4 fractional pods placed on 1 device;" in result.stdout, result.stdout[-3000:]

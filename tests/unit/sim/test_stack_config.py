@@ -77,7 +77,7 @@ def test_kai_is_built_only_when_asked(tmp_path: Path) -> None:
     assert "kai-scheduler" not in [r.name for r in build.selected(recipes, (), ())]
     assert "kai-scheduler" in [r.name for r in build.selected(recipes, (), ("kai",))]
     kai = next(r for r in recipes if r.name == "kai-scheduler")
-    assert kai.packages[0] == "github.com/NVIDIA/KAI-scheduler/cmd/scheduler" and len(kai.binaries) == 5
+    assert kai.packages[0] == "github.com/NVIDIA/KAI-scheduler/cmd/scheduler" and len(kai.binaries) == 6
     with pytest.raises(ConfigError, match="--with takes kai"):
         build.selected(recipes, (), ("slurm",))
 
@@ -98,7 +98,10 @@ def test_kai_processes_listen_on_loopback_and_read_the_kubeconfig_from_the_envir
     assert "--update-pod-eviction-condition" in components[-1].argv  # an evicted pod says who took it
     for component in components:
         assert dict(component.env)["KUBECONFIG"] == str(tmp_path / "kai-scheduler.kubeconfig")
-        assert "--leader-elect=false" in component.argv and component.health_url.startswith("http://127.0.0.1:")
+        assert component.health_url.startswith("http://127.0.0.1:")
+        if component.name == "kai-gpu-reservations":  # the simulated device side: no controller of KAI's
+            continue
+        assert "--leader-elect=false" in component.argv
         addresses = [a.split("=", 1)[1] for a in component.argv if "address=" in a]
         assert addresses and all(a.startswith("127.0.0.1:") for a in addresses)
     jobs = {j["job_name"] for j in stack.scrape_jobs(ports, ("kai",), tmp_path / "token")}
@@ -122,3 +125,15 @@ def test_karpenter_pool_is_tainted_labelled_and_sized_from_the_sims_gpus(tmp_pat
     env = dict(component.env)
     assert env["DISABLE_LEADER_ELECTION"] == "true" and env["HEALTH_PROBE_PORT"] == str(Ports(40000).karpenter_health)
     assert "karpenter" in stack.crd_sources(load_pins()) and parse_schedulers("kueue,karpenter")[-1] == "karpenter"
+
+
+def test_kais_pod_webhooks_are_registered_by_url_for_pods_in_a_kai_queue_only() -> None:
+    from harness.sim import kai_sharing
+    mutating, validating = kai_sharing.webhook_configurations(37652, b"CA", ("kube-system", "kai-scheduler"))
+    for config, path in ((mutating, "/mutate--v1-pod"), (validating, "/validate--v1-pod")):
+        (hook,) = config["webhooks"]
+        assert hook["clientConfig"]["url"] == f"https://127.0.0.1:37652{path}" and hook["failurePolicy"] == "Fail"
+        assert hook["objectSelector"] == {"matchExpressions": [{"key": "kai.scheduler/queue", "operator": "Exists"}]}
+        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "kai-scheduler"]
+    assert mutating["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
+    assert mutating["webhooks"][0]["name"] != validating["webhooks"][0]["name"]
