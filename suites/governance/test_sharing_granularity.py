@@ -65,6 +65,9 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
         workloads.submit(job)
     ev.note("asked: " + ", ".join(f"{j.name} ({j.tenant.name}) {j.gpu_share}" for j in jobs)
             + f"; device memory {memory} MiB ({GFD_MEMORY})")
+    if target.kind == "sim":
+        ev.note("simulated: the GPU UUIDs are written by the sim's device side (harness/sim/gpu_reservations.py); "
+                "the placement, the fractions given and the queue charges are KAI's own")
     pods = {t.namespace: workloads.members(t.namespace) for t in (first, second)}
     for tenant in (first, second):
         mine = [j for j in jobs if j.tenant is tenant]
