@@ -1,7 +1,8 @@
 """KubeRay: a RayJob (head + workers = the gang) queued by Kueue in the tenant's LocalQueue.
 
-On the sim a RayJob reaches Running but never Complete: nothing answers the Ray dashboard on a
-simulated pod IP. Suites that need completion skip kuberay on the sim with that reason.
+The operator submits the entrypoint to the head's Ray dashboard itself (HTTPMode: no submitter pod) and follows
+the Ray job there until it is terminal. On the sim the dashboard is the data plane's stand-in on the head pod's IP
+(harness/sim/ray_dashboard.py, simulated), reached through the Service as in a cluster.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, JOBS_COMPLETE, SAMPLE, SERVING, Capabilities,
+from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities,
                                    Controllers)
 from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.core.objects import created_at, parse_time
@@ -40,7 +41,6 @@ def rayjob_status(obj: dict[str, Any]) -> JobStatus:
 
 class KubeRayBackend(Capabilities):
     name = "kuberay"
-    lacking_on_sim = {JOBS_COMPLETE: "a RayJob cannot complete on the sim (no Ray dashboard on a simulated pod IP)"}
     preemption = PREEMPTED_WORKLOADS  # RayJobs are queued, and preempted, by Kueue
     queued_by = "kueue"
     owned = WORKLOAD_KIND
@@ -77,6 +77,7 @@ class KubeRayBackend(Capabilities):
         return [{"apiVersion": API_VERSION, "kind": "RayJob",
                  "metadata": {"name": job.name, "namespace": job.tenant.namespace, "labels": {QUEUE_LABEL: queue}},
                  "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True,
+                          "submissionMode": "HTTPMode",
                           "backoffLimit": job.max_retries, "rayClusterSpec": cluster_spec}}]
 
     def tracked_kind(self) -> tuple[str, str]:

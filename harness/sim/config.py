@@ -228,6 +228,11 @@ class Ports:
     def metrics_adapter(self) -> int:
         return self.base + 663
 
+    @property
+    def service_proxy(self) -> int:
+        """The data plane's forward proxy to Services (KubeRay's operator reaches the Ray dashboards through it)."""
+        return self.base + 664
+
     def real_node_health(self, index: int) -> int:
         """A real node's kubelet health port: the same number inside the namespace and relayed on the host."""
         return self.base + 670 + index

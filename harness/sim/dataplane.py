@@ -7,6 +7,10 @@ One asyncio process (2 cores: one process serves every pod):
   annotated `sim.gpupoc.io/server-ready` and a kwok stage makes it Ready. Stopped when the pod goes.
 - relays: kube-proxy and the real nodes' kubelets (inside the namespace) reach the API server on the host's
   127.0.0.1, and the host reaches kube-proxy's and the kubelets' health and metrics ports inside the namespace.
+- for each Running Ray head pod (KubeRay's `ray.io/node-type: head`), a Ray dashboard stand-in on its IP, port 8265
+  (harness/sim/ray_dashboard.py), and a forward proxy on a 127.0.0.1 port of the host that KubeRay's operator
+  uses as HTTP_PROXY: it resolves `<service>.<namespace>.svc.<domain>` to the Service's cluster IP and connects
+  from inside the namespace, so kube-proxy routes it to the pod as in a cluster.
 - with real nodes, the API server's `cluster` egress: an HTTP CONNECT proxy on a unix socket that dials node and
   pod addresses inside the namespace (the kubelets' pods/log, exec, port-forward) and 127.0.0.1 on the host (the
   webhooks and aggregated APIs, which the same egress carries). Nothing else crosses.
@@ -31,7 +35,8 @@ from typing import Any
 
 from kubernetes import client, config as kube_config, watch
 
-from harness.sim import netns, standin
+from harness.sim import netns, ray_dashboard, standin
+from harness.config.workloads import RUN_FOR_ANNOTATION
 
 log = logging.getLogger("gpupoc.dataplane")
 READY_ANNOTATION = "sim.gpupoc.io/server-ready"
@@ -97,6 +102,66 @@ async def start_relay(relay: Relay) -> asyncio.Server:
     return await asyncio.start_server(connect, sock=listening_socket(relay.listen_ns, "127.0.0.1", relay.listen_port))
 
 
+def service_address(url: str) -> tuple[str, str, int, str]:
+    """('ray-head-svc', 'poc-team-a', 8265, '/api/jobs/x') from 'http://ray-head-svc.poc-team-a.svc.cluster.local:8265
+    /api/jobs/x'; ValueError for anything but a Service's name over plain HTTP."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    host, _, port = authority.rpartition(":")
+    labels = host.split(".")
+    if scheme != "http" or len(labels) < 3 or labels[2] != "svc" or not port.isdigit():
+        raise ValueError(f"not http://<service>.<namespace>.svc.<domain>:<port>/...: {url[:120]}")
+    return labels[0], labels[1], int(port), slash + path
+
+
+def service_endpoint(core: client.CoreV1Api, name: str, namespace: str, port: int) -> tuple[str, int]:
+    """Where a connection to the Service goes: its cluster IP (kube-proxy routes it), or for a headless Service
+    (KubeRay's head Service is one), the address of a ready endpoint and the port's target, as its DNS would."""
+    service = core.read_namespaced_service(name, namespace)
+    if service.spec.cluster_ip and service.spec.cluster_ip != "None":
+        return service.spec.cluster_ip, port
+    target = next((p.target_port for p in service.spec.ports or [] if p.port == port), port)
+    slices = client.DiscoveryV1Api(core.api_client).list_namespaced_endpoint_slice(
+        namespace, label_selector=f"kubernetes.io/service-name={name}").items
+    ready = [a for s in slices for e in s.endpoints or [] if (e.conditions is None or e.conditions.ready)
+             for a in e.addresses]
+    if not ready:
+        raise ValueError(f"service {namespace}/{name} has no ready endpoint")
+    return ready[0], target if isinstance(target, int) else port
+
+
+async def start_service_proxy(core: client.CoreV1Api, port: int, sim_ns: str) -> asyncio.Server:
+    """A forward HTTP proxy for Service names (KubeRay's operator's HTTP_PROXY): one request per connection, sent
+    from inside the namespace to the Service's cluster IP, the answer streamed back."""
+    loop = asyncio.get_running_loop()
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await standin.read_request(reader, writer)
+            if request is None:
+                writer.close()
+                return
+            name, namespace, target_port, path = service_address(request.target)
+            address = await asyncio.to_thread(service_endpoint, core, name, namespace, target_port)
+            upstream = _socket_in(sim_ns)
+            upstream.setblocking(False)
+            await asyncio.wait_for(loop.sock_connect(upstream, address), 5)
+        except (ValueError, standin.BadRequest, client.ApiException, OSError, asyncio.TimeoutError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            writer.write(f"HTTP/1.1 502 Bad Gateway\r\ncontent-length: {len(reason)}\r\nconnection: close\r\n\r\n"
+                         f"{reason}".encode())
+            writer.close()
+            return
+        headers = {k: v for k, v in request.headers.items() if not k.startswith("proxy-")}
+        headers.update(connection="close", host=f"{name}.{namespace}.svc:{target_port}")
+        up_reader, up_writer = await asyncio.open_connection(sock=upstream)
+        up_writer.write((f"{request.method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                         + "\r\n").encode("latin-1") + request.body)
+        await asyncio.gather(_pump(up_reader, writer), _pump(reader, up_writer))
+
+    return await asyncio.start_server(forward, sock=listening_socket(HOST, "127.0.0.1", port))
+
+
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 CONNECT_HEADER_LIMIT = 16384
 
@@ -157,16 +222,28 @@ class Serving:
     ip: str
 
 
+@dataclass
+class Dashboard:
+    dashboard: ray_dashboard.RayDashboard
+    listener: asyncio.Server
+    uid: str
+
+
 class StandIns:
-    """The model servers of the sim's serving pods, kept in step with the pods' watch events."""
+    """The model servers of the sim's serving pods and the dashboards of its Ray heads, kept in step with the
+    pods' watch events."""
 
     def __init__(self, core: client.CoreV1Api, ns: str, file_sd: Path) -> None:
         self.core, self.ns, self.file_sd = core, ns, file_sd
         self.serving: dict[str, Serving] = {}
+        self.dashboards: dict[str, Dashboard] = {}
         self._write_targets()
 
     async def on_event(self, kind: str, pod: Any) -> None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        if ray_dashboard.serves(pod.metadata.labels or {}):
+            await self._ray_head(key, kind, pod)
+            return
         annotations = pod.metadata.annotations or {}
         current = self.serving.get(key)
         moved = current is not None and pod.status.pod_ip and current.ip != pod.status.pod_ip
@@ -187,6 +264,30 @@ class StandIns:
             await asyncio.to_thread(self._annotate, pod, {ERROR_ANNOTATION: str(exc)})
             return
         await self._start(key, pod, spec)
+
+    async def _ray_head(self, key: str, kind: str, pod: Any) -> None:
+        current = self.dashboards.get(key)
+        up = kind != "DELETED" and pod.status.phase == "Running" and pod.status.pod_ip and \
+            not pod.metadata.deletion_timestamp
+        if current is not None and (not up or current.uid != pod.metadata.uid):
+            self.stop_dashboard(key)
+            current = None
+        if current is not None or not up:
+            return
+        run_for = (pod.metadata.annotations or {}).get(RUN_FOR_ANNOTATION)
+        try:
+            dashboard = ray_dashboard.RayDashboard(key, standin.parse_duration(run_for) if run_for else None)
+            sock = listening_socket(self.ns, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT)
+        except (ValueError, OSError) as exc:
+            log.warning("%s: no Ray dashboard: %s", key, exc)
+            return
+        self.dashboards[key] = Dashboard(dashboard, await asyncio.start_server(dashboard.handle, sock=sock),
+                                         pod.metadata.uid)
+        log.info("%s: Ray dashboard on %s:%d", key, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT)
+
+    def stop_dashboard(self, key: str) -> None:
+        self.dashboards.pop(key).listener.close()
+        log.info("%s: Ray dashboard stopped", key)
 
     async def _start(self, key: str, pod: Any, spec: standin.ServerSpec) -> None:
         server = standin.ModelServer(spec)
@@ -256,6 +357,8 @@ def _watch_pods(core: client.CoreV1Api, loop: asyncio.AbstractEventLoop, handler
             known = {f"{p.metadata.namespace}/{p.metadata.name}" for p in listed.items}
             for key in [k for k in handler.serving if k not in known]:
                 asyncio.run_coroutine_threadsafe(handler._stop(key), loop).result()
+            for key in [k for k in handler.dashboards if k not in known]:
+                loop.call_soon_threadsafe(handler.stop_dashboard, key)
             stream = watch.Watch().stream(core.list_pod_for_all_namespaces,
                                           resource_version=listed.metadata.resource_version,
                                           timeout_seconds=WATCH_TIMEOUT_S)
@@ -285,6 +388,8 @@ async def serve(cfg: dict[str, Any]) -> None:
     if cfg.get("egress_socket"):
         servers.append(await start_egress_proxy(cfg["egress_socket"], cfg["netns"]))
     core = client.CoreV1Api(kube_config.new_client_from_config(config_file=cfg["kubeconfig"]))
+    if cfg.get("service_proxy_port"):
+        servers.append(await start_service_proxy(core, cfg["service_proxy_port"], cfg["netns"]))
     handler = StandIns(core, cfg["netns"], Path(cfg["file_sd"]))
     stopping = threading.Event()
     watcher = threading.Thread(target=_watch_pods, args=(core, asyncio.get_running_loop(), handler, stopping),

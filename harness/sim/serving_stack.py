@@ -65,7 +65,8 @@ def prepare(layout: Layout, ports: Ports, extra_relays: list[dict[str, Any]] | N
     ]
     config = {"kubeconfig": str(layout.component_kubeconfig("dataplane")), "netns": name,
               "file_sd": str(file_sd(layout)), "health_port": ports.dataplane_health, "relays": relays,
-              "egress_socket": str(egress_socket) if egress_socket else None}
+              "egress_socket": str(egress_socket) if egress_socket else None,
+              "service_proxy_port": ports.service_proxy}
     (layout.root / "dataplane.json").write_text(json.dumps(config, indent=2))
     file_sd(layout).write_text("[]")
     (layout.root / "metrics-adapter-rules.yaml").write_text(yaml.safe_dump({"metrics": [
@@ -128,7 +129,7 @@ def register_adapter(api: client.ApiClient, layout: Layout, ports: Ports) -> Non
 
 
 def extra_ports(ports: Ports) -> dict[str, int]:
-    return {"kube-proxy metrics relay": ports.kube_proxy_metrics}
+    return {"kube-proxy metrics relay": ports.kube_proxy_metrics, "service proxy": ports.service_proxy}
 
 
 def scrape_jobs(layout: Layout, ports: Ports) -> list[dict[str, Any]]:

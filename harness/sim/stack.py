@@ -112,7 +112,10 @@ def components(layout: Layout, ports: Ports, schedulers: tuple[str, ...], netns:
             f"--metrics-addr=127.0.0.1:{ports.kuberay_metrics}",
             f"--health-probe-bind-address=127.0.0.1:{ports.kuberay_health}",
         ), f"http://127.0.0.1:{ports.kuberay_health}/readyz", ports.kuberay_health,
-            known_version=f"kuberay {pins.kuberay}"))
+            known_version=f"kuberay {pins.kuberay}",
+            # its dashboard client (Go's default transport) sends http:// requests to the Ray heads' Services
+            # through the data plane's proxy; the API server (https, 127.0.0.1) is never proxied
+            env=(("HTTP_PROXY", f"http://127.0.0.1:{ports.service_proxy}"),) if netns else ()))
     if "karpenter" in schedulers:
         result.append(karpenter.component(layout, ports, pins.karpenter))
     if schedulers:

@@ -133,19 +133,20 @@ class Histogram:
         self.count += 1
 
 
-class _BadRequest(Exception):
+class BadRequest(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
 
 
 @dataclass
-class _Request:
+class Request:
     method: str
     path: str
     version: str
     headers: dict[str, str]
     body: bytes
+    target: str = ""  # the request-target as sent (with its query; absolute to a forward proxy)
 
     @property
     def keep_alive(self) -> bool:
@@ -207,8 +208,8 @@ class ModelServer:
         try:
             while not self._closed:
                 try:
-                    request = await _read_request(reader, writer)
-                except _BadRequest as exc:
+                    request = await read_request(reader, writer)
+                except BadRequest as exc:
                     await self._error(writer, exc.status, str(exc), keep_alive=False)
                     return
                 if request is None or not await self._dispatch(request, writer, reader.at_eof):
@@ -223,7 +224,7 @@ class ModelServer:
             with suppress(Exception):
                 await writer.wait_closed()
 
-    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter,
+    async def _dispatch(self, req: Request, writer: asyncio.StreamWriter,
                         gone: Callable[[], bool] = lambda: False) -> bool:
         """Answer one request; whether the connection stays open."""
         keep_alive = req.keep_alive
@@ -247,12 +248,12 @@ class ModelServer:
             return await self._complete(req, writer, keep_alive, chat=req.path == "/v1/chat/completions", gone=gone)
         return keep_alive
 
-    async def _complete(self, req: _Request, writer: asyncio.StreamWriter, keep_alive: bool, chat: bool,
+    async def _complete(self, req: Request, writer: asyncio.StreamWriter, keep_alive: bool, chat: bool,
                         gone: Callable[[], bool] = lambda: False) -> bool:
         arrival = self._clock()
         try:
             params = _parse_completion(req.body, chat, self.spec.default_output_tokens)
-        except _BadRequest as exc:
+        except BadRequest as exc:
             await self._error(writer, exc.status, str(exc), keep_alive)
             return keep_alive
         if params.model is not None and params.model != self.spec.model:
@@ -495,13 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Request | None:
+async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Request | None:
     """One request off the connection; None when the client closed it between requests."""
     async def line() -> str | None:
         try:
             raw = await reader.readline()
         except ValueError:  # longer than the reader's limit
-            raise _BadRequest("request line or header too long") from None
+            raise BadRequest("request line or header too long") from None
         return raw.decode("latin-1").rstrip("\r\n") if raw.endswith(b"\n") else None
 
     request_line = await line()
@@ -511,50 +512,50 @@ async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         return None
     parts = request_line.split(" ")
     if len(parts) != 3 or not parts[0].isalpha() or parts[2] not in ("HTTP/1.0", "HTTP/1.1"):
-        raise _BadRequest(f"malformed request line {request_line[:80]!r}")
+        raise BadRequest(f"malformed request line {request_line[:80]!r}")
     headers: dict[str, str] = {}
     while (header := await line()) != "":
         if header is None:
             raise EOFError("connection closed inside the headers")
         name, colon, value = header.partition(":")
         if not colon or not name or name != name.strip() or len(headers) >= MAX_HEADERS:
-            raise _BadRequest(f"malformed header {header[:80]!r}")
+            raise BadRequest(f"malformed header {header[:80]!r}")
         headers[name.lower()] = value.strip()
     if "transfer-encoding" in headers:
-        raise _BadRequest("request bodies must have a Content-Length; Transfer-Encoding is not supported")
+        raise BadRequest("request bodies must have a Content-Length; Transfer-Encoding is not supported")
     length = headers.get("content-length", "0")
     if not re.fullmatch(r"[0-9]{1,9}", length):
-        raise _BadRequest(f"bad Content-Length {length!r}")
+        raise BadRequest(f"bad Content-Length {length!r}")
     if int(length) > MAX_BODY:
-        raise _BadRequest(f"body of {length} bytes is over {MAX_BODY}", 413)
+        raise BadRequest(f"body of {length} bytes is over {MAX_BODY}", 413)
     if int(length) and headers.get("expect", "").lower() == "100-continue":
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
     body = await reader.readexactly(int(length))
-    return _Request(parts[0], parts[1].split("?", 1)[0], parts[2], headers, body)
+    return Request(parts[0], parts[1].split("?", 1)[0], parts[2], headers, body, parts[1])
 
 
 def _parse_completion(body: bytes, chat: bool, default_tokens: int) -> _Completion:
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
-        raise _BadRequest("body is not valid JSON") from None
+        raise BadRequest("body is not valid JSON") from None
     if not isinstance(data, dict):
-        raise _BadRequest("body must be a JSON object")
+        raise BadRequest("body must be a JSON object")
     if chat:
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise _BadRequest("messages must be a non-empty list of objects")
+            raise BadRequest("messages must be a non-empty list of objects")
         prompt_tokens = sum(_count_words(m.get("content"), "messages[].content") for m in messages)
     else:
         if data.get("prompt") is None:
-            raise _BadRequest("prompt is required")
+            raise BadRequest("prompt is required")
         prompt_tokens = _count_words(data["prompt"], "prompt")
     output = default_tokens
     for key in ("max_completion_tokens", "max_tokens"):
         value = data.get(key)
         if value is not None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise _BadRequest(f"{key} must be an integer >= 1, got {value!r}")
+                raise BadRequest(f"{key} must be an integer >= 1, got {value!r}")
             output = value
             break
     options = data.get("stream_options")
@@ -575,7 +576,7 @@ def _count_words(value: object, what: str) -> int:
         return len(text.split()) if isinstance(text, str) else 0
     if isinstance(value, list):
         return sum(_count_words(item, what) for item in value if item is not None)
-    raise _BadRequest(f"{what} must be a string or a list of strings")
+    raise BadRequest(f"{what} must be a string or a list of strings")
 
 
 def _escape(value: str) -> str:

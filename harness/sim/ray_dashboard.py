@@ -1,0 +1,141 @@
+"""A Ray dashboard stand-in for the sim's Ray head pods (simulated): the job API KubeRay's operator calls.
+
+KubeRay submits a RayJob's entrypoint to the head's dashboard (`POST /api/jobs/`, HTTPMode) and polls
+`GET /api/jobs/<submission_id>` until the job is terminal; it stops (`POST .../stop`) and deletes jobs too. No Ray
+runs on a kwok pod, so the sim's data plane answers on the head pod's IP, port 8265, with Ray's JSON shapes
+(checked against a real Ray head by tests/contract/test_ray_dashboard.py's recorded answers). A job runs for the
+head pod's `sim.gpupoc.io/run-for` (the sim's trainer duration) from its submission, then SUCCEEDED; without it,
+until stopped. Timing is simulated; nothing else is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from http import HTTPStatus
+from typing import Any
+
+from harness.sim import standin
+
+DASHBOARD_PORT = 8265
+HEAD_LABEL = ("ray.io/node-type", "head")  # set by KubeRay on the head pod
+JOB_PATH = "/api/jobs/"
+RAY_VERSION = "2.60.0"  # the Ray whose answers the contract test recorded
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+log = logging.getLogger("gpupoc.ray-dashboard")
+
+
+def serves(labels: dict[str, str]) -> bool:
+    return labels.get(HEAD_LABEL[0]) == HEAD_LABEL[1]
+
+
+class RayDashboard:
+    """The jobs of one Ray head; `answer` is the API, `handle` a connection."""
+
+    def __init__(self, pod_ref: str, run_for_s: float | None, clock: Callable[[], float] = time.time) -> None:
+        self.pod_ref, self.run_for_s, self.clock = pod_ref, run_for_s, clock
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self._next_job = 1
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _current(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The job, moved on to SUCCEEDED once it has run its time."""
+        if job["status"] == "RUNNING" and self.run_for_s is not None and \
+                self._now_ms() >= job["start_time"] + self.run_for_s * 1000:
+            job.update(status="SUCCEEDED", message="Job finished successfully.",
+                       end_time=job["start_time"] + int(self.run_for_s * 1000), driver_exit_code=0)
+        return job
+
+    def answer(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
+        """(status, JSON body or text) for one request, as Ray's job head answers it."""
+        if path == "/api/version" and method == "GET":
+            return 200, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "simulated",
+                         "session_name": f"session-{self.pod_ref}"}
+        if not path.startswith(JOB_PATH.rstrip("/")):
+            return 404, "404: Not Found"
+        rest = path[len(JOB_PATH):].strip("/") if path.startswith(JOB_PATH) else ""
+        if not rest:
+            if method == "GET":
+                return 200, [self._current(j) for j in self.jobs.values()]
+            if method == "POST":
+                return self._submit(body)
+            return 405, "405: Method Not Allowed"
+        name, _, action = rest.partition("/")
+        job = self.jobs.get(name) or next((j for j in self.jobs.values() if j["job_id"] == name), None)
+        if job is None:
+            return 404, f"Job {name} does not exist"
+        job = self._current(job)
+        if method == "GET" and not action:
+            return 200, job
+        if method == "GET" and action == "logs":
+            return 200, {"logs": f"(simulated) {job['entrypoint']}\n"}
+        if method == "POST" and action == "stop":
+            stopped = job["status"] not in TERMINAL
+            if stopped:
+                job.update(status="STOPPED", message="Job was intentionally stopped.", end_time=self._now_ms())
+            return 200, {"stopped": stopped}
+        if method == "DELETE" and not action:
+            if job["status"] not in TERMINAL:
+                return 400, f"Attempted to delete job '{name}', but it is in a non-terminal state {job['status']}."
+            del self.jobs[job["submission_id"]]
+            return 200, {"deleted": True}
+        return 405, "405: Method Not Allowed"
+
+    def _submit(self, body: bytes) -> tuple[int, Any]:
+        try:
+            request = json.loads(body or b"{}")
+            entrypoint = request["entrypoint"]
+        except (ValueError, KeyError, TypeError):
+            return 400, "the request body must be JSON with an entrypoint"
+        submission_id = request.get("submission_id") or f"raysubmit_{self._next_job:016d}"
+        if submission_id in self.jobs:
+            return 500, (f"Job with submission_id {submission_id} already exists. "
+                         "Please use a different submission_id.")
+        job_id = f"{self._next_job:02x}000000"
+        self._next_job += 1
+        now = self._now_ms()
+        self.jobs[submission_id] = {
+            "type": "SUBMISSION", "job_id": job_id, "submission_id": submission_id, "driver_info": None,
+            "status": "RUNNING", "entrypoint": entrypoint, "message": "Job is currently running.",
+            "error_type": None, "start_time": now, "end_time": None, "metadata": request.get("metadata") or {},
+            "runtime_env": request.get("runtime_env") or {}, "driver_agent_http_address": None,
+            "driver_node_id": None, "driver_exit_code": None}
+        log.info("%s: job %s submitted: %s", self.pod_ref, submission_id, entrypoint)
+        return 200, {"job_id": job_id, "submission_id": submission_id}
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    request = await standin.read_request(reader, writer)
+                except standin.BadRequest as exc:
+                    await _send(writer, exc.status, str(exc), keep_alive=False)
+                    return
+                if request is None:
+                    return
+                status, payload = self.answer(request.method, request.path, request.body)
+                await _send(writer, status, payload, request.keep_alive)
+                if not request.keep_alive:
+                    return
+        except (ConnectionError, EOFError):
+            pass
+        finally:
+            writer.close()
+            with suppress(Exception):
+                await writer.wait_closed()
+
+
+async def _send(writer: asyncio.StreamWriter, status: int, payload: Any, keep_alive: bool) -> None:
+    is_text = isinstance(payload, str)
+    body = payload.encode() if is_text else json.dumps(payload).encode()
+    head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+            f"content-type: {'text/plain; charset=utf-8' if is_text else 'application/json'}",
+            f"content-length: {len(body)}", f"connection: {'keep-alive' if keep_alive else 'close'}"]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+    await writer.drain()
