@@ -32,8 +32,9 @@ def rayjob_status(obj: dict[str, Any]) -> JobStatus:
     if deployment in ("Complete", "Failed"):
         return JobStatus(FAILED, f"{status.get('reason', '')}: {status.get('message', '')}".strip(": "), submitted,
                          started, parse_time(status.get("endTime")))
-    if deployment == "Running":
-        return JobStatus(RUNNING, "", submitted, started)
+    if deployment == "Running":  # the operator's phase: the Ray job itself runs once its dashboard says so
+        state = RUNNING if status.get("jobStatus") == "RUNNING" else ADMITTED
+        return JobStatus(state, "", submitted, started)
     if deployment == "Initializing":
         return JobStatus(ADMITTED, "", submitted, started)
     return JobStatus(QUEUED, deployment or "", submitted)

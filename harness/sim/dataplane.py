@@ -225,8 +225,8 @@ class Serving:
 @dataclass
 class Dashboard:
     dashboard: ray_dashboard.RayDashboard
-    listener: asyncio.Server
-    uid: str
+    listener: asyncio.Server | None  # None while the cluster has no running head
+    uid: str  # the head pod it listens for
 
 
 class StandIns:
@@ -241,8 +241,8 @@ class StandIns:
 
     async def on_event(self, kind: str, pod: Any) -> None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        if ray_dashboard.serves(pod.metadata.labels or {}):
-            await self._ray_head(key, kind, pod)
+        if ray_dashboard.CLUSTER_LABEL in (pod.metadata.labels or {}):
+            await self._ray_pod(kind, pod)
             return
         annotations = pod.metadata.annotations or {}
         current = self.serving.get(key)
@@ -265,29 +265,48 @@ class StandIns:
             return
         await self._start(key, pod, spec)
 
-    async def _ray_head(self, key: str, kind: str, pod: Any) -> None:
+    async def _ray_pod(self, kind: str, pod: Any) -> None:
+        """A pod of a Ray cluster: its head serves the cluster's dashboard (the jobs outlive a head pod replaced,
+        as with Ray's GCS fault tolerance); any of its pods failing fails the cluster's running jobs."""
+        key = f"{pod.metadata.namespace}/{(pod.metadata.labels or {}).get(ray_dashboard.CLUSTER_LABEL, '')}"
+        failure = ray_dashboard.failure(self.core.api_client.sanitize_for_serialization(pod))
+        if failure and key in self.dashboards:
+            self.dashboards[key].dashboard.fail(failure)
+        if not ray_dashboard.serves(pod.metadata.labels or {}):
+            return
         current = self.dashboards.get(key)
         up = kind != "DELETED" and pod.status.phase == "Running" and pod.status.pod_ip and \
             not pod.metadata.deletion_timestamp
-        if current is not None and (not up or current.uid != pod.metadata.uid):
-            self.stop_dashboard(key)
-            current = None
-        if current is not None or not up:
+        if current is not None and current.listener is not None and (not up or current.uid != pod.metadata.uid):
+            current.listener.close()
+            current.listener = None
+            log.info("%s: Ray dashboard stopped (head pod %s)", key, pod.metadata.name)
+        if not up or (current is not None and current.listener is not None):
             return
-        run_for = (pod.metadata.annotations or {}).get(RUN_FOR_ANNOTATION)
+        if current is None:
+            run_for = (pod.metadata.annotations or {}).get(RUN_FOR_ANNOTATION)
+            try:
+                current = Dashboard(ray_dashboard.RayDashboard(key, standin.parse_duration(run_for)
+                                                               if run_for else None), None, "")
+            except ValueError as exc:
+                log.warning("%s: no Ray dashboard: %s", key, exc)
+                return
+            self.dashboards[key] = current
         try:
-            dashboard = ray_dashboard.RayDashboard(key, standin.parse_duration(run_for) if run_for else None)
             sock = listening_socket(self.ns, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT)
-        except (ValueError, OSError) as exc:
-            log.warning("%s: no Ray dashboard: %s", key, exc)
+        except OSError as exc:
+            log.warning("%s: cannot listen on %s:%d: %s", key, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT, exc)
             return
-        self.dashboards[key] = Dashboard(dashboard, await asyncio.start_server(dashboard.handle, sock=sock),
-                                         pod.metadata.uid)
-        log.info("%s: Ray dashboard on %s:%d", key, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT)
+        current.listener = await asyncio.start_server(current.dashboard.handle, sock=sock)
+        current.uid = pod.metadata.uid
+        log.info("%s: Ray dashboard on %s:%d (head pod %s)", key, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT,
+                 pod.metadata.name)
 
-    def stop_dashboard(self, key: str) -> None:
-        self.dashboards.pop(key).listener.close()
-        log.info("%s: Ray dashboard stopped", key)
+    def forget_dashboard(self, key: str) -> None:
+        """The cluster has no pod left: its dashboard and its jobs go."""
+        dashboard = self.dashboards.pop(key)
+        if dashboard.listener is not None:
+            dashboard.listener.close()
 
     async def _start(self, key: str, pod: Any, spec: standin.ServerSpec) -> None:
         server = standin.ModelServer(spec)
@@ -357,8 +376,10 @@ def _watch_pods(core: client.CoreV1Api, loop: asyncio.AbstractEventLoop, handler
             known = {f"{p.metadata.namespace}/{p.metadata.name}" for p in listed.items}
             for key in [k for k in handler.serving if k not in known]:
                 asyncio.run_coroutine_threadsafe(handler._stop(key), loop).result()
-            for key in [k for k in handler.dashboards if k not in known]:
-                loop.call_soon_threadsafe(handler.stop_dashboard, key)
+            clusters = {f"{p.metadata.namespace}/{(p.metadata.labels or {}).get(ray_dashboard.CLUSTER_LABEL)}"
+                        for p in listed.items}
+            for key in [k for k in handler.dashboards if k not in clusters]:
+                loop.call_soon_threadsafe(handler.forget_dashboard, key)
             stream = watch.Watch().stream(core.list_pod_for_all_namespaces,
                                           resource_version=listed.metadata.resource_version,
                                           timeout_seconds=WATCH_TIMEOUT_S)

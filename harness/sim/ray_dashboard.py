@@ -23,6 +23,7 @@ from harness.sim import standin
 
 DASHBOARD_PORT = 8265
 HEAD_LABEL = ("ray.io/node-type", "head")  # set by KubeRay on the head pod
+CLUSTER_LABEL = "ray.io/cluster"  # set by KubeRay on every pod of a RayCluster
 JOB_PATH = "/api/jobs/"
 RAY_VERSION = "2.60.0"  # the Ray whose answers the contract test recorded
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -31,6 +32,21 @@ log = logging.getLogger("gpupoc.ray-dashboard")
 
 def serves(labels: dict[str, str]) -> bool:
     return labels.get(HEAD_LABEL[0]) == HEAD_LABEL[1]
+
+
+def failure(pod: dict[str, Any]) -> str | None:
+    """Pure: why a Ray cluster's pod failed (a container that exited non-zero, now or before a restart), or None.
+    A training program loses its gang with it: the cluster's running job fails, as Ray Train's does by default."""
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            ended = state.get("terminated") or {}
+            if ended.get("exitCode"):
+                return (f"pod {pod['metadata']['name']}: container {container.get('name')} exited "
+                        f"{ended['exitCode']} ({ended.get('reason') or 'Error'})")
+    if status.get("phase") == "Failed":
+        return f"pod {pod['metadata']['name']} failed ({status.get('reason') or 'Failed'})"
+    return None
 
 
 class RayDashboard:
@@ -86,6 +102,14 @@ class RayDashboard:
             del self.jobs[job["submission_id"]]
             return 200, {"deleted": True}
         return 405, "405: Method Not Allowed"
+
+    def fail(self, reason: str) -> None:
+        """The running jobs fail: a node of the cluster was lost."""
+        for job in self.jobs.values():
+            if self._current(job)["status"] not in TERMINAL:
+                job.update(status="FAILED", error_type="JOB_ENTRYPOINT_COMMAND_ERROR",
+                           message=f"(simulated) {reason}", end_time=self._now_ms(), driver_exit_code=1)
+                log.info("%s: job %s failed: %s", self.pod_ref, job["submission_id"], reason)
 
     def _submit(self, body: bytes) -> tuple[int, Any]:
         try:

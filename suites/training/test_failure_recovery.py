@@ -34,6 +34,13 @@ def running(objs: dict[str, dict[str, Any]], job: GangJob, not_uid: str = "") ->
             and not p["metadata"].get("deletionTimestamp") and p["metadata"].get("uid") != not_uid]
 
 
+def job_running(workloads: JobSystem, job: GangJob, timeout_s: float) -> None:
+    """The job itself running, not only its pods (a RayJob: its Ray job submitted to the head): a member failed
+    before the job runs tests no retry policy."""
+    workloads.jobs(job.tenant.namespace).wait_until(f"{job.name} running", state_is(workloads, job, "running"),
+                                                    timeout_s)
+
+
 def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
                  restart_on_failure: bool = True, retries: int = RETRIES) -> None:
     tenant = profile.tenants[0]
@@ -44,6 +51,8 @@ def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
     pods = workloads.members(tenant.namespace)
     objs = pods.wait_until(f"all {PODS} pods of {job.name} running", lambda o: len(running(o, job)) == PODS,
                            profile.timeouts.run, failed=lambda _: workloads.refused([job]))
+    job_running(workloads, job, profile.timeouts.run)
+    objs = pods.objects
     victim = objs[running(objs, job)[0]]
     ev.note(workloads.fail_member(victim))
     victim_uid = victim["metadata"]["uid"]
@@ -96,8 +105,9 @@ def test_exhausted_retries_are_reported_as_failed(target: Target, backend: Backe
                   restart_on_failure=False)
     workloads.submit(job)
     pods = workloads.members(tenant.namespace)
-    objs = pods.wait_until("pods running", lambda o: len(running(o, job)) == PODS, queue_model.timeouts.run)
-    workloads.fail_member(objs[running(objs, job)[0]])
+    pods.wait_until("pods running", lambda o: len(running(o, job)) == PODS, queue_model.timeouts.run)
+    job_running(workloads, job, queue_model.timeouts.run)
+    workloads.fail_member(pods.objects[running(pods.objects, job)[0]])
     jobs = workloads.jobs(tenant.namespace)
     final = jobs.wait_until(f"{job.name} failed", state_is(workloads, job, "failed"), queue_model.timeouts.complete)
     status = workloads.status_of(job, final)
