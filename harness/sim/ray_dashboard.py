@@ -11,6 +11,7 @@ until stopped. Timing is simulated; nothing else is.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -56,6 +57,7 @@ class RayDashboard:
         self.pod_ref, self.run_for_s, self.clock = pod_ref, run_for_s, clock
         self.jobs: dict[str, dict[str, Any]] = {}
         self._next_job = 1
+        self._node_id = hashlib.sha256(pod_ref.encode()).hexdigest()[:56]  # Ray's node ids: 28 bytes in hex
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -78,7 +80,7 @@ class RayDashboard:
         rest = path[len(JOB_PATH):].strip("/") if path.startswith(JOB_PATH) else ""
         if not rest:
             if method == "GET":
-                return 200, [self._current(j) for j in self.jobs.values()]
+                return 200, [dict(self._current(j)) for j in self.jobs.values()]
             if method == "POST":
                 return self._submit(body)
             return 405, "405: Method Not Allowed"
@@ -88,7 +90,7 @@ class RayDashboard:
             return 404, f"Job {name} does not exist"
         job = self._current(job)
         if method == "GET" and not action:
-            return 200, job
+            return 200, dict(job)  # a copy: the answer as of now
         if method == "GET" and action == "logs":
             return 200, {"logs": f"(simulated) {job['entrypoint']}\n"}
         if method == "POST" and action == "stop":
@@ -98,7 +100,7 @@ class RayDashboard:
             return 200, {"stopped": stopped}
         if method == "DELETE" and not action:
             if job["status"] not in TERMINAL:
-                return 400, f"Attempted to delete job '{name}', but it is in a non-terminal state {job['status']}."
+                return 500, f"Attempted to delete job '{name}', but it is in a non-terminal state {job['status']}."
             del self.jobs[job["submission_id"]]
             return 200, {"deleted": True}
         return 405, "405: Method Not Allowed"
@@ -128,8 +130,8 @@ class RayDashboard:
             "type": "SUBMISSION", "job_id": job_id, "submission_id": submission_id, "driver_info": None,
             "status": "RUNNING", "entrypoint": entrypoint, "message": "Job is currently running.",
             "error_type": None, "start_time": now, "end_time": None, "metadata": request.get("metadata") or {},
-            "runtime_env": request.get("runtime_env") or {}, "driver_agent_http_address": None,
-            "driver_node_id": None, "driver_exit_code": None}
+            "runtime_env": request.get("runtime_env"), "driver_agent_http_address": "http://127.0.0.1:52365",
+            "driver_node_id": self._node_id, "driver_exit_code": None}
         log.info("%s: job %s submitted: %s", self.pod_ref, submission_id, entrypoint)
         return 200, {"job_id": job_id, "submission_id": submission_id}
 
