@@ -26,6 +26,7 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_queue_fairness.py::test_queue_fairness[default]",
              "test_priority_preemption.py::test_priority_and_preemption[kueue]",
              "test_failure_recovery.py::test_failure_recovery[volcano]",
+             "test_failure_recovery.py::test_failure_recovery[kuberay]",
              "test_queue_wait.py::test_queue_wait[kueue]",
              "test_gang_admission.py::test_gang_admission[kai]",
              "test_control_plane_recovery.py::test_control_plane_recovery[volcano]",
@@ -45,7 +46,8 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
         f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     ran = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("training.queue_fairness", "kueue"), ("training.priority_preemption", "kueue"),
-            ("training.failure_recovery", "volcano"), ("training.queue_wait", "kueue"),
+            ("training.failure_recovery", "volcano"), ("training.failure_recovery", "kuberay"),
+            ("training.queue_wait", "kueue"),
             ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue"),
             ("training.capacity_elasticity", "kueue")} <= ran, outcomes
     assert ("training.queue_fairness", "default", "FAIL") in outcomes
