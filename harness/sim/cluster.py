@@ -195,7 +195,10 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
         hint = f"; stopped on purpose: {', '.join(stopped)} (`gpupoc sim start NAME`)" if stopped else ""
         say(f"sim is already up (kubeconfig: {lay.kubeconfig}); nothing changed{hint}")
         return False
-    if alive:  # a crash (kill -9, a reboot, a component that died): clear what is left, then start afresh
+    if alive and not any(alive.values()):  # a reboot: the state outlived every process; nobody can be using it
+        say("sim's state outlived its processes (a reboot?): clearing what is left and starting afresh")
+        down(say=lambda _: None)
+    elif alive:  # a crash (kill -9, a component that died): clear what is left, then start afresh
         dead = ", ".join(n for n, ok in alive.items() if not ok)
         if not recover:
             raise SimError(f"sim is partly up ({dead} not running): `gpupoc sim up` restarts it afresh, "

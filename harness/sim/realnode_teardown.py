@@ -79,13 +79,18 @@ def mounts_under(root: Path) -> list[str]:
     return sorted(set(found), key=len, reverse=True)
 
 
-def unmount_all(root: Path) -> list[str]:
-    """Detach every mount under `root`; return those that refused."""
-    refused = []
-    for point in mounts_under(root):
-        if _libc.umount2(point.encode(), MNT_DETACH) != 0:
-            refused.append(f"{point} ({os.strerror(ctypes.get_errno())})")
-    return refused
+def unmount_all(root: Path, passes: int = 3) -> list[str]:
+    """Detach every mount under `root`; return those still mounted after a few passes (a mount stacked under
+    another is listed with it but reachable only once the one above has gone)."""
+    errors: dict[str, str] = {}
+    for _ in range(passes):
+        points = mounts_under(root)
+        if not points:
+            return []
+        for point in points:
+            if _libc.umount2(point.encode(), MNT_DETACH) != 0:
+                errors[point] = os.strerror(ctypes.get_errno())
+    return [f"{point} ({errors.get(point, 'still mounted')})" for point in mounts_under(root)]
 
 
 def stray_shims(socket: str) -> list[int]:
