@@ -15,6 +15,7 @@ from harness.jobs.model import GangJob, JobStatus, OwnedKind
 from harness.config.profile import Profile, Tenant
 from harness.jobs.kubernetes import Workloads
 from harness.jobs.system import JobSystem
+from harness.serving.service import SERVICE_PORT, ModelService
 from harness.targets.target import Target
 
 
@@ -29,6 +30,7 @@ QUEUE_QUOTA = "queue quota"                  # tenants' queues with a GPU limit 
 BORROWING = "borrowing"                      # quota lent to other tenants while idle and reclaimed, usage on the queue
 MONITORING = "monitoring catalogue"          # the harness knows which of its series a POC needs
 SERVING = "serving"                          # it places a Deployment's pods (an inference service)
+SERVED_MODEL = "served model"                # it serves a model behind a Service (a Deployment, a RayService)
 PROMPT_FAIR_SHARE = "prompt fair share"      # its fair share acts within seconds of a tenant arriving
 RANKED_FAIR_SHARE = "ranked fair share"      # it ranks tenants by recorded usage every period; the harness can
 #                                              start their usage from zero for the fairness case
@@ -37,8 +39,8 @@ DRA = "DRA devices"                          # it places pods whose GPUs are cla
 AUTOSCALING = "autoscaled nodes"             # its jobs' pods make a Kubernetes autoscaler add nodes, and run there
 GPU_SHARING = "GPU sharing"                  # it gives pods fractions of one GPU and says which device they share
 CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER,
-                WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING, PROMPT_FAIR_SHARE,
-                RANKED_FAIR_SHARE)
+                WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING, SERVED_MODEL,
+                PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,14 @@ class Backend(Protocol):
         {"schedulerName": ..., "labels": {...}, "annotations": {...}} (empty: the default scheduler)."""
         ...
 
+    def serving_manifests(self, service: ModelService, with_service: bool = True) -> list[dict[str, Any]]:
+        """The objects that serve `service` on this backend (a Deployment and its Service, or a RayService)."""
+        ...
+
+    def serving_route(self, service: ModelService) -> tuple[str, int]:
+        """(the Service that reaches the model servers, its port)."""
+        ...
+
     def tracked_kind(self) -> tuple[str, str]:
         """(apiVersion, kind) of the object whose status says the job's state."""
         ...
@@ -230,6 +240,13 @@ class Capabilities:
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         return {}
+
+    def serving_manifests(self, service: ModelService, with_service: bool = True) -> list[dict[str, Any]]:
+        deployment = service.deployment(self.serving_pod(service.tenant))
+        return [deployment, service.service()] if with_service else [deployment]
+
+    def serving_route(self, service: ModelService) -> tuple[str, int]:
+        return service.app, SERVICE_PORT
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         raise NotImplementedError(f"{self.name}: no manifests")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities,
@@ -17,6 +18,10 @@ from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, Gan
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import PREEMPTED_WORKLOADS, QUEUE_LABEL, WORKLOAD_KIND
+from harness.serving.service import SERVER_PORT, ModelService
+
+RAY_PORTS = [{"name": "dashboard", "containerPort": 8265}, {"name": "serve", "containerPort": SERVER_PORT},
+             {"name": "gcs-server", "containerPort": 6379}, {"name": "client", "containerPort": 10001}]
 
 API_VERSION = "ray.io/v1"
 
@@ -45,7 +50,8 @@ class KubeRayBackend(Capabilities):
     preemption = PREEMPTED_WORKLOADS  # RayJobs are queued, and preempted, by Kueue
     queued_by = "kueue"
     owned = WORKLOAD_KIND
-    lacking = {SERVING: "serves through RayService, not a Deployment; the POC's serving cases use Deployments",
+    lacking = {SERVING: "serves through a RayService (its latency is measured), whose pods are the Ray cluster's, not "
+                        "a Deployment's: the rollout, scaling and endpoint cases are written for Deployments",
                GPU_SHARING: "a RayJob's pods take whole GPUs from the device plugin; Ray's fractional num_gpus share "
                             "a GPU inside one Ray worker, not between the cluster's tenants",
                DRA: "a RayJob's head and worker groups are given the device plugin's GPUs; DRA claims in Ray groups "
@@ -81,8 +87,43 @@ class KubeRayBackend(Capabilities):
                           "submissionMode": "HTTPMode",
                           "backoffLimit": job.max_retries, "rayClusterSpec": cluster_spec}}]
 
+    def serving_manifests(self, service: ModelService, with_service: bool = True) -> list[dict[str, Any]]:
+        return [ray_service(service)]
+
+    def serving_route(self, service: ModelService) -> tuple[str, int]:
+        return f"{service.name}-serve-svc", SERVER_PORT  # KubeRay's Service of the cluster's Serve proxies
+
     def tracked_kind(self) -> tuple[str, str]:
         return API_VERSION, "RayJob"
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return rayjob_status(obj)
+
+
+def ray_service(service: ModelService) -> dict[str, Any]:
+    """A RayService serving the model: a head (dashboard, no GPU, left out of the serve Service) and `replicas`
+    GPU workers, each a replica of the Serve application (the profile's `workloads.ray.serve_app`, put in with
+    the image when the manifest is dressed), reached through KubeRay's `<name>-serve-svc`. On the sim each
+    worker asks the data plane for the model-server stand-in (the Deployment's pod annotations, simulated)."""
+    pod = service.deployment({})["spec"]["template"]
+    server = pod["spec"]["containers"][0]
+    worker = {"metadata": pod["metadata"], "spec": {
+        "terminationGracePeriodSeconds": pod["spec"]["terminationGracePeriodSeconds"],
+        "containers": [{"name": "ray-worker", "image": server["image"], "resources": server["resources"],
+                        "ports": [{"name": "serve", "containerPort": SERVER_PORT}]}]}}
+    head = {"metadata": {"labels": {}}, "spec": {"containers": [{
+        "name": "ray-head", "image": server["image"], "ports": RAY_PORTS,
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}}]}}
+    replicas = service.replicas
+    app = {"name": "llm", "route_prefix": "/", "import_path": "",
+           "args": {"llm_configs": [{"model_loading_config": {"model_id": service.model},
+                                     "deployment_config": {"num_replicas": replicas}}]}}
+    return {"apiVersion": API_VERSION, "kind": "RayService",
+            "metadata": {"name": service.name, "namespace": service.namespace,
+                         "labels": dict(pod["metadata"]["labels"])},
+            "spec": {"excludeHeadPodFromServeSvc": True,
+                     "serveConfigV2": yaml.safe_dump({"applications": [app]}, sort_keys=False),
+                     "rayClusterConfig": {
+                         "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0"}, "template": head},
+                         "workerGroupSpecs": [{"groupName": "gpu", "replicas": replicas, "minReplicas": replicas,
+                                               "maxReplicas": replicas, "rayStartParams": {}, "template": worker}]}}}

@@ -26,6 +26,7 @@ TEST_LABEL = "gpupoc.io/test"
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "gpupoc"
 RAY_JOB = "RayJob"
+RAY_SERVICE = "RayService"
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS)), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False)
@@ -111,8 +112,18 @@ def dressed(objects: list[dict[str, Any]], workloads: WorkloadSpec) -> list[dict
     for obj in objects:
         pods = [obj] if obj.get("kind") == "Pod" else pod_templates(obj.get("spec"))
         for pod in pods:
-            _dress_pod(pod, workloads, ray=obj.get("kind") == RAY_JOB)
+            _dress_pod(pod, workloads, ray=obj.get("kind") in (RAY_JOB, RAY_SERVICE))
+        if obj.get("kind") == RAY_SERVICE:
+            _dress_serve_config(obj["spec"], workloads.ray_serve_app)
     return objects
+
+
+def _dress_serve_config(spec: dict[str, Any], import_path: str) -> None:
+    """The profile's Serve application into a RayService's serveConfigV2 where it names none."""
+    config = yaml.safe_load(spec.get("serveConfigV2") or "{}") or {}
+    for app in config.get("applications") or []:
+        app["import_path"] = app.get("import_path") or import_path
+    spec["serveConfigV2"] = yaml.safe_dump(config, sort_keys=False)
 
 
 def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:

@@ -283,7 +283,7 @@ def _workloads(f: _Fields) -> WorkloadSpec:
     server.only(("image", "args", "port", "readiness_path", "metrics_path", "cpu", "memory"))
     probe, ray = f.optional("gpu_probe"), f.optional("ray")
     probe.only(("image",))
-    ray.only(("image",))
+    ray.only(("image", "serve_app"))
     pods = f.optional("pod_defaults")
     pods.only(("tolerations", "node_selector", "image_pull_secrets", "runtime_class_name", "security", "run_as_user",
                "priority_classes"))
@@ -314,6 +314,7 @@ def _workloads(f: _Fields) -> WorkloadSpec:
                                  _quantity(server, "cpu", base.model_server.cpu),
                                  _quantity(server, "memory", base.model_server.memory)),
         gpu_probe_image=_image(probe, base.gpu_probe_image), ray_image=_image(ray, base.ray_image),
+        ray_serve_app=ray.get("serve_app", str, base.ray_serve_app),
         sample=_sample(f.optional("sample")),
         pod_defaults=PodDefaults(
             tolerations=tuple(tolerations), node_selector={k: selector.get(k, str) for k in selector.data},

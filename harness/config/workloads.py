@@ -161,6 +161,8 @@ class WorkloadSpec:
     gpu_probe_image: str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
     # A RayJob's head and workers: KubeRay starts Ray in them itself (`ray start`), so the image must have Ray.
     ray_image: str = "sim/trainer:1"
+    # A RayService's Serve application (its import path, Ray Serve's `import_path`): an LLM app serving the model.
+    ray_serve_app: str = "ray.serve.llm:build_openai_app"
     sample: Sample = field(default_factory=Sample)
     pod_defaults: PodDefaults = field(default_factory=PodDefaults)
     # The pods carry the sim's annotations (how long kwok runs a member, the data plane's stand-in); a real

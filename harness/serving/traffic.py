@@ -119,11 +119,11 @@ class Traffic:
     def where(self) -> str:
         return f"inside the sim's network namespace {self.netns}" if self.netns else f"from this host to {self.base_url}"
 
-    def service_url(self, api: client.ApiClient, namespace: str, service: str) -> str:
+    def service_url(self, api: client.ApiClient, namespace: str, service: str, port: int = SERVICE_PORT) -> str:
         if self.netns is None:
             return str(self.base_url)
         svc = client.CoreV1Api(api).read_namespaced_service(service, namespace)
-        return f"http://{svc.spec.cluster_ip}:{SERVICE_PORT}"
+        return f"http://{svc.spec.cluster_ip}:{port}"
 
     def start(self, argv: Sequence[str], out: Path, env: dict[str, str] | None = None,
               cwd: Path | None = None) -> subprocess.Popen[str]:

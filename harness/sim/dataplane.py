@@ -220,6 +220,8 @@ class Serving:
     metrics_port: int
     uid: str
     ip: str
+    cluster: str = ""  # the Ray cluster (namespace/name) of a Ray Serve worker's pod
+    ready: bool = False  # its /health answered
 
 
 @dataclass
@@ -242,8 +244,7 @@ class StandIns:
     async def on_event(self, kind: str, pod: Any) -> None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         if ray_dashboard.CLUSTER_LABEL in (pod.metadata.labels or {}):
-            await self._ray_pod(kind, pod)
-            return
+            await self._ray_pod(kind, pod)  # and a Ray Serve worker's model server below, where it asks for one
         annotations = pod.metadata.annotations or {}
         current = self.serving.get(key)
         moved = current is not None and pod.status.pod_ip and current.ip != pod.status.pod_ip
@@ -286,8 +287,9 @@ class StandIns:
         if current is None:
             run_for = (pod.metadata.annotations or {}).get(RUN_FOR_ANNOTATION)
             try:
-                current = Dashboard(ray_dashboard.RayDashboard(key, standin.parse_duration(run_for)
-                                                               if run_for else None), None, "")
+                current = Dashboard(ray_dashboard.RayDashboard(
+                    key, standin.parse_duration(run_for) if run_for else None,
+                    serving_ready=lambda: self.cluster_serving_ready(key)), None, "")
             except ValueError as exc:
                 log.warning("%s: no Ray dashboard: %s", key, exc)
                 return
@@ -301,6 +303,11 @@ class StandIns:
         current.uid = pod.metadata.uid
         log.info("%s: Ray dashboard on %s:%d (head pod %s)", key, pod.status.pod_ip, ray_dashboard.DASHBOARD_PORT,
                  pod.metadata.name)
+
+    def cluster_serving_ready(self, cluster: str) -> bool:
+        """Every model server on the Ray cluster's pods answers /health (Ray Serve's replicas are up)."""
+        servers = [s for s in self.serving.values() if s.cluster == cluster]
+        return bool(servers) and all(s.ready for s in servers)
 
     def forget_dashboard(self, key: str) -> None:
         """The cluster has no pod left: its dashboard and its jobs go."""
@@ -318,7 +325,9 @@ class StandIns:
         on_host = listening_socket(HOST, "127.0.0.1", 0)
         port = on_host.getsockname()[1]
         listeners = [await asyncio.start_server(server.handle, sock=s) for s in (on_pod, on_host)]
-        self.serving[key] = Serving(server, listeners, port, pod.metadata.uid, pod.status.pod_ip)
+        cluster = (pod.metadata.labels or {}).get(ray_dashboard.CLUSTER_LABEL)
+        self.serving[key] = Serving(server, listeners, port, pod.metadata.uid, pod.status.pod_ip,
+                                    f"{pod.metadata.namespace}/{cluster}" if cluster else "")
         self._write_targets()
         log.info("%s: serving %s on %s:%d (metrics on 127.0.0.1:%d), version %s", key, spec.model,
                  pod.status.pod_ip, spec.port, port, spec.version)
@@ -328,6 +337,7 @@ class StandIns:
         started = time.monotonic()
         while key in self.serving and self.serving[key].metrics_port == port:
             if await asyncio.to_thread(_answers_health, port):
+                self.serving[key].ready = True
                 await asyncio.to_thread(self._annotate, pod, {READY_ANNOTATION: "true"})
                 log.info("%s: /health answers after %.2fs: annotated", key, time.monotonic() - started)
                 return

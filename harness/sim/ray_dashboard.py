@@ -1,11 +1,14 @@
-"""A Ray dashboard stand-in for the sim's Ray head pods (simulated): the job API KubeRay's operator calls.
+"""A Ray dashboard stand-in for the sim's Ray head pods (simulated): the job and Serve APIs KubeRay's operator calls.
 
 KubeRay submits a RayJob's entrypoint to the head's dashboard (`POST /api/jobs/`, HTTPMode) and polls
 `GET /api/jobs/<submission_id>` until the job is terminal; it stops (`POST .../stop`) and deletes jobs too. No Ray
 runs on a kwok pod, so the sim's data plane answers on the head pod's IP, port 8265, with Ray's JSON shapes
 (checked against a real Ray head by tests/contract/test_ray_dashboard.py's recorded answers). A job runs for the
 head pod's `sim.gpupoc.io/run-for` (the sim's trainer duration) from its submission, then SUCCEEDED; without it,
-until stopped. Timing is simulated; nothing else is.
+until stopped. For a RayService the operator deploys its `serveConfigV2` (`PUT /api/serve/applications/`) and
+reads each application's status (`GET`, Ray's ServeInstanceDetails): an application is RUNNING once every serving
+pod of the cluster answers /health (the model-server stand-ins on its workers), DEPLOYING until then. Timing is
+simulated; nothing else is.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ DASHBOARD_PORT = 8265
 HEAD_LABEL = ("ray.io/node-type", "head")  # set by KubeRay on the head pod
 CLUSTER_LABEL = "ray.io/cluster"  # set by KubeRay on every pod of a RayCluster
 JOB_PATH = "/api/jobs/"
+SERVE_PATH = "/api/serve/applications/"
 RAY_VERSION = "2.60.0"  # the Ray whose answers the contract test recorded
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 log = logging.getLogger("gpupoc.ray-dashboard")
@@ -53,9 +57,12 @@ def failure(pod: dict[str, Any]) -> str | None:
 class RayDashboard:
     """The jobs of one Ray head; `answer` is the API, `handle` a connection."""
 
-    def __init__(self, pod_ref: str, run_for_s: float | None, clock: Callable[[], float] = time.time) -> None:
-        self.pod_ref, self.run_for_s, self.clock = pod_ref, run_for_s, clock
+    def __init__(self, pod_ref: str, run_for_s: float | None, clock: Callable[[], float] = time.time,
+                 serving_ready: Callable[[], bool] = lambda: False) -> None:
+        self.pod_ref, self.run_for_s, self.clock, self.serving_ready = pod_ref, run_for_s, clock, serving_ready
         self.jobs: dict[str, dict[str, Any]] = {}
+        self.serve_config: dict[str, Any] = {}
+        self._deployed_at = 0.0
         self._next_job = 1
         self._node_id = hashlib.sha256(pod_ref.encode()).hexdigest()[:56]  # Ray's node ids: 28 bytes in hex
 
@@ -75,6 +82,8 @@ class RayDashboard:
         if path == "/api/version" and method == "GET":
             return 200, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "simulated",
                          "session_name": f"session-{self.pod_ref}"}
+        if path.rstrip("/") == SERVE_PATH.rstrip("/"):
+            return self._serve(method, body)
         if not path.startswith(JOB_PATH.rstrip("/")):
             return 404, "404: Not Found"
         rest = path[len(JOB_PATH):].strip("/") if path.startswith(JOB_PATH) else ""
@@ -104,6 +113,21 @@ class RayDashboard:
             del self.jobs[job["submission_id"]]
             return 200, {"deleted": True}
         return 405, "405: Method Not Allowed"
+
+    def _serve(self, method: str, body: bytes) -> tuple[int, Any]:
+        """Ray Serve's declarative API: the config deployed (PUT) and each application's status (GET)."""
+        if method == "PUT":
+            try:
+                config = json.loads(body or b"{}")
+                names = [str(app.get("name") or "default") for app in config["applications"]]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return 400, "the request body must be a Serve config: JSON with a list of applications"
+            self.serve_config, self._deployed_at = config, self.clock()
+            log.info("%s: Serve applications deployed: %s", self.pod_ref, ", ".join(names))
+            return 200, ""
+        if method != "GET":
+            return 405, "405: Method Not Allowed"
+        return 200, serve_details(self.serve_config, self._deployed_at, self.serving_ready())
 
     def fail(self, reason: str) -> None:
         """The running jobs fail: a node of the cluster was lost."""
@@ -155,6 +179,29 @@ class RayDashboard:
             writer.close()
             with suppress(Exception):
                 await writer.wait_closed()
+
+
+def serve_details(config: dict[str, Any], deployed_at: float, ready: bool) -> dict[str, Any]:
+    """Pure: Ray's ServeInstanceDetails for a deployed config; each deployment HEALTHY and its application
+    RUNNING once the cluster's serving pods are ready, else UPDATING and DEPLOYING."""
+    apps = {}
+    for app in config.get("applications") or []:
+        name = str(app.get("name") or "default")
+        deployments = {str(d.get("name")): {
+            "name": d.get("name"), "status": "HEALTHY" if ready else "UPDATING",
+            "status_trigger": "CONFIG_UPDATE_COMPLETED" if ready else "CONFIG_UPDATE_STARTED", "message": "",
+            "deployment_config": d, "target_num_replicas": d.get("num_replicas", 1), "replicas": []}
+            for d in app.get("deployments") or [{"name": name}]}
+        apps[name] = {"name": name, "route_prefix": app.get("route_prefix", "/"), "docs_path": None,
+                      "status": "RUNNING" if ready else "DEPLOYING", "message": "",
+                      "last_deployed_time_s": deployed_at, "deployed_app_config": app, "source": "declarative",
+                      "deployments": deployments, "external_scaler_enabled": False, "deployment_topology": None}
+    return {"controller_info": {"node_id": None, "node_ip": None, "actor_id": None, "actor_name": None,
+                                "worker_id": None, "log_file_path": None},
+            "proxy_location": "EveryNode", "http_options": config.get("http_options") or {"host": "0.0.0.0",
+                                                                                           "port": 8000},
+            "grpc_options": {}, "proxies": {}, "deploy_mode": "MULTI_APP", "applications": apps,
+            "target_capacity": config.get("target_capacity"), "target_groups": []}
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, payload: Any, keep_alive: bool) -> None:

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.backends.base import SERVING
+from harness.backends.base import SERVED_MODEL, SERVING
 from harness.criteria.inference.elasticity import unplaced
 from harness.cluster.manifests import dressed
 from harness.cluster.refusals import not_created, not_started
@@ -25,8 +25,8 @@ from harness.serving.traffic import Traffic, sim_traffic
 from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
 
-__all__ = ["require", "SERVING", "deploy", "traffic_for", "ready_pods", "endpoint_slices", "wait_ready",
-           "is_ready", "scale", "PORT_NAME", "roll_out"]
+__all__ = ["require", "SERVING", "SERVED_MODEL", "deploy", "traffic_for", "ready_pods", "endpoint_slices",
+           "wait_ready", "is_ready", "scale", "PORT_NAME", "roll_out"]
 
 
 def traffic_for(target: Target, profile: Profile) -> Traffic:
@@ -43,12 +43,12 @@ def traffic_for(target: Target, profile: Profile) -> Traffic:
 
 
 def deploy(workloads: Workloads, backend: Backend, service: ModelService, with_service: bool = True) -> None:
-    """The Deployment (placed by the backend) and, once per app, its Service; pods and slices watched first."""
+    """What serves the model on the backend (a Deployment and, once per app, its Service; a RayService); pods
+    and slices watched first."""
     workloads.pods(service.namespace)
     if with_service:
         endpoint_slices(workloads, service)
-    objects = [service.deployment(backend.serving_pod(service.tenant))]
-    workloads.apply(service.tenant, [*objects, service.service()] if with_service else objects)
+    workloads.apply(service.tenant, backend.serving_manifests(service, with_service))
 
 
 def endpoint_slices(workloads: Workloads, service: ModelService) -> Tracker:

@@ -24,7 +24,7 @@ from harness.serving.service import ModelService
 from harness.targets.target import Target
 from harness.cluster.wait import poll
 from harness.jobs.kubernetes import Workloads
-from suites.inference.common import SERVING, deploy, require, traffic_for, wait_ready
+from suites.inference.common import SERVED_MODEL, deploy, require, traffic_for, wait_ready
 
 RATE, DURATION_S, TOKENS = 10.0, 8.0, (32, 32)  # 80 requests of 32 prompt and 32 output tokens
 SCRAPE_WAIT_S = 30.0
@@ -32,7 +32,7 @@ SCRAPE_WAIT_S = 30.0
 
 def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
                 prometheus: Prometheus, tmp_path: Path, max_num_seqs: int = 16) -> None:
-    require(target, backend, SERVING)
+    require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
     generator = loadgen.ensure()
     if isinstance(generator, str):
@@ -43,7 +43,7 @@ def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target
                                    "max-num-seqs": str(max_num_seqs)})
     deploy(workloads, backend, service)
     wait_ready(workloads, service, service.replicas, profile.timeouts.admit)
-    url = traffic.service_url(target.api, service.namespace, service.app)
+    url = traffic.service_url(target.api, service.namespace, *backend.serving_route(service))
     slo = {"ttft": limits["ttft_p99_s"], "itl": limits["itl_p99_s"], "request_latency": limits["e2e_p99_s"]}
     work = tmp_path / "load"
     config = generator.config(url, service.model, RATE, DURATION_S, TOKENS, slo, work)

@@ -10,7 +10,9 @@ import yaml
 
 from harness import backends
 from harness.backends import kai
+from harness.cluster.manifests import dressed
 from harness.jobs.model import GangJob
+from harness.serving.service import ModelService
 from harness.config.profile import load_profile
 from harness.core.paths import REPO_ROOT
 
@@ -121,3 +123,26 @@ def test_a_kai_job_whose_pod_kai_evicted_has_failed_and_says_who_took_it() -> No
     assert "\n" not in result.reason  # KAI's per-queue usage lines stay in the pod's condition
     finished = {**evicted, "status": {**evicted["status"], "phase": "Succeeded"}}
     assert kai.job_status(group, [finished], members=1).state == "succeeded"  # deleted after it finished
+
+
+def test_kuberay_serves_a_model_through_a_ray_service_of_gpu_workers(team: Any) -> None:
+    """The head keeps the dashboard and stays out of the serve Service; each GPU worker is a Serve replica of the
+    profile's application, put in with Ray's image when dressed for a real cluster (no sim annotation left)."""
+    kind = load_profile(REPO_ROOT / "profiles" / "kind.yaml")
+    service = ModelService("llm-load", team, replicas=2, server={"ttft": "40ms"})
+    ray = backends.ALL["kuberay"]
+    [rayservice] = dressed(ray.serving_manifests(service), kind.workloads)
+    assert ray.serving_route(service) == ("llm-load-stable-serve-svc", 8000)
+    spec = rayservice["spec"]
+    assert rayservice["kind"] == "RayService" and spec["excludeHeadPodFromServeSvc"] is True
+    [app] = yaml.safe_load(spec["serveConfigV2"])["applications"]
+    assert app["import_path"] == kind.workloads.ray_serve_app and app["route_prefix"] == "/"
+    head = spec["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert {p["name"] for p in head["ports"]} >= {"dashboard", "serve"} and "nvidia.com/gpu" not in head["resources"]
+    [group] = spec["rayClusterConfig"]["workerGroupSpecs"]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+    worker = group["template"]
+    assert worker["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert worker["spec"]["containers"][0]["image"] == kind.workloads.ray_image
+    assert worker["metadata"]["labels"]["gpupoc.io/app"] == "llm-load"
+    assert not any(k.startswith("sim.gpupoc.io/") for k in worker["metadata"].get("annotations") or {})

@@ -73,3 +73,23 @@ def test_the_proxy_takes_service_names_over_plain_http_only() -> None:
                 "http://job-head-svc.poc-team-a.svc.cluster.local/api/jobs/"):
         with pytest.raises(ValueError):
             dataplane.service_address(url)
+
+
+def test_serve_applications_deploy_and_run_once_the_clusters_servers_answer() -> None:
+    """KubeRay's RayService: GET before a deploy (no application), PUT the serveConfigV2, then DEPLOYING until the
+    cluster's model servers answer /health, RUNNING after (the only status the operator takes as ready)."""
+    ready = [False]
+    dashboard = RayDashboard("poc-team-a/llm-raycluster", None, Clock(), serving_ready=lambda: ready[0])
+    path = "/api/serve/applications/"
+    status, details = dashboard.answer("GET", path, b"")
+    assert status == 200 and isinstance(details, dict) and details["applications"] == {}
+    config = {"applications": [{"name": "llm", "route_prefix": "/", "import_path": "ray.serve.llm:build_openai_app"}]}
+    assert dashboard.answer("PUT", path, json.dumps(config).encode())[0] == 200
+    _, details = dashboard.answer("GET", path, b"")
+    assert isinstance(details, dict) and details["applications"]["llm"]["status"] == "DEPLOYING"
+    ready[0] = True
+    _, details = dashboard.answer("GET", path.rstrip("/"), b"")
+    assert isinstance(details, dict)
+    app = details["applications"]["llm"]
+    assert app["status"] == "RUNNING" and app["deployments"]["llm"]["status"] == "HEALTHY"
+    assert dashboard.answer("PUT", path, b"{}")[0] == 400  # no applications: not a Serve config
