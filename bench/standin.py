@@ -19,7 +19,7 @@ from kubernetes import client
 from harness.serving import loadgen
 from harness.cluster.apply import apply_objects
 from harness.config.profile import Tenant
-from harness.serving.service import ModelService
+from harness.jobs.service import ModelService
 from harness.sim import cluster
 from harness.serving.traffic import Traffic, sim_traffic
 from harness.cluster.wait import poll

@@ -15,7 +15,7 @@ from harness.jobs.model import GangJob, JobStatus, OwnedKind
 from harness.config.profile import Profile, Tenant
 from harness.jobs.kubernetes import Workloads
 from harness.jobs.system import JobSystem
-from harness.serving.service import SERVICE_PORT, ModelService
+from harness.jobs.service import ModelService, Route
 from harness.targets.target import Target
 
 
@@ -164,8 +164,8 @@ class Backend(Protocol):
         """The objects that serve `service` on this backend (a Deployment and its Service, or a RayService)."""
         ...
 
-    def serving_route(self, service: ModelService) -> tuple[str, int]:
-        """(the Service that reaches the model servers, its port)."""
+    def serving_route(self, service: ModelService) -> Route:
+        """The Service that reaches the model servers."""
         ...
 
     def tracked_kind(self) -> tuple[str, str]:
@@ -245,8 +245,8 @@ class Capabilities:
         deployment = service.deployment(self.serving_pod(service.tenant))
         return [deployment, service.service()] if with_service else [deployment]
 
-    def serving_route(self, service: ModelService) -> tuple[str, int]:
-        return service.app, SERVICE_PORT
+    def serving_route(self, service: ModelService) -> Route:
+        return Route(service.app)
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         raise NotImplementedError(f"{self.name}: no manifests")

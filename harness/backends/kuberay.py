@@ -18,7 +18,7 @@ from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, Gan
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import PREEMPTED_WORKLOADS, QUEUE_LABEL, WORKLOAD_KIND
-from harness.serving.service import SERVER_PORT, ModelService
+from harness.jobs.service import SERVER_PORT, ModelService, Route
 
 RAY_PORTS = [{"name": "dashboard", "containerPort": 8265}, {"name": "serve", "containerPort": SERVER_PORT},
              {"name": "gcs-server", "containerPort": 6379}, {"name": "client", "containerPort": 10001}]
@@ -90,8 +90,8 @@ class KubeRayBackend(Capabilities):
     def serving_manifests(self, service: ModelService, with_service: bool = True) -> list[dict[str, Any]]:
         return [ray_service(service)]
 
-    def serving_route(self, service: ModelService) -> tuple[str, int]:
-        return f"{service.name}-serve-svc", SERVER_PORT  # KubeRay's Service of the cluster's Serve proxies
+    def serving_route(self, service: ModelService) -> Route:
+        return Route(f"{service.name}-serve-svc", SERVER_PORT, "serve")  # KubeRay's, of the Serve replicas
 
     def tracked_kind(self) -> tuple[str, str]:
         return API_VERSION, "RayJob"

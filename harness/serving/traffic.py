@@ -21,7 +21,7 @@ from pathlib import Path
 from kubernetes import client
 
 from harness.core.errors import HarnessError
-from harness.serving.service import SERVICE_PORT
+from harness.jobs.service import SERVICE_PORT
 from harness.targets import sim
 from harness.cluster.wait import poll
 

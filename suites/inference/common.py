@@ -17,7 +17,7 @@ from harness.cluster.manifests import dressed
 from harness.cluster.refusals import not_created, not_started
 from harness.criteria.inference.service_discovery import published
 from harness.config.profile import Profile
-from harness.serving.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
+from harness.jobs.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
 from harness.targets import sim
 from harness.targets.target import Target
 from harness.cluster.tracker import Objects, Tracker
@@ -47,13 +47,14 @@ def deploy(workloads: Workloads, backend: Backend, service: ModelService, with_s
     and slices watched first."""
     workloads.pods(service.namespace)
     if with_service:
-        endpoint_slices(workloads, service)
+        endpoint_slices(workloads, service, backend.serving_route(service).service)
     workloads.apply(service.tenant, backend.serving_manifests(service, with_service))
 
 
-def endpoint_slices(workloads: Workloads, service: ModelService) -> Tracker:
+def endpoint_slices(workloads: Workloads, service: ModelService, service_name: str = "") -> Tracker:
+    """The EndpointSlices of the app's Service (or of `service_name`: one a controller made), watched once."""
     return workloads.track(service.namespace, "discovery.k8s.io/v1", "EndpointSlice",
-                           label_selector=f"kubernetes.io/service-name={service.app}")
+                           label_selector=f"kubernetes.io/service-name={service_name or service.app}")
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
@@ -128,6 +129,19 @@ def wait_routed(traffic: Traffic, slices: Tracker, service: ModelService, count:
                       lambda objs: len(published(list(objs.values()), PORT_NAME)) == count, timeout_s,
                       describe=lambda objs: f"{len(published(list(objs.values()), PORT_NAME))} ready endpoints")
     traffic.wait_programmed(time.time())
+
+
+def wait_served(workloads: Workloads, traffic: Traffic, backend: Backend, service: ModelService,
+                timeout_s: float) -> str:
+    """Until the backend's Service to the model (a RayService's is made once its Serve applications run) lists every
+    replica ready and kube-proxy has programmed it; its URL."""
+    route = backend.serving_route(service)
+    slices = endpoint_slices(workloads, service, route.service)
+    slices.wait_until(f"{service.replicas} ready endpoints of Service {route.service}",
+                      lambda objs: len(published(list(objs.values()), route.port_name)) == service.replicas, timeout_s,
+                      describe=lambda objs: f"{len(published(list(objs.values()), route.port_name))} ready endpoints")
+    traffic.wait_programmed(time.time())
+    return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
 
 
 def probe_file(tmp_path: Path, name: str) -> Path:

@@ -17,7 +17,7 @@ from harness.backends import Backend
 from harness.criteria.inference.canary_release import CRITERION, binomial_interval
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import PORT_NAME, ModelService
+from harness.jobs.service import PORT_NAME, ModelService
 from harness.criteria.inference.service_discovery import published
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads

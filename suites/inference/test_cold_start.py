@@ -15,7 +15,7 @@ from harness.backends import Backend
 from harness.criteria.inference.cold_start import CRITERION, pod_starts, ready_percentiles
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import ModelService
+from harness.jobs.service import ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, of, probe_file, require, traffic_for, wait_ready

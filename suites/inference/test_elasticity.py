@@ -22,7 +22,7 @@ from harness.criteria.inference.elasticity import AUTOSCALING, CRITERION, flaps,
 from harness.core.errors import WaitTimeout
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import ModelService
+from harness.jobs.service import ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, of, ready_pods, require, scale, traffic_for, wait_ready

@@ -20,11 +20,11 @@ from harness.criteria.inference.latency import CRITERION, LoadReport
 from harness.config.profile import Profile
 from harness.cluster.prometheus import Prometheus
 from harness.record.evidence import Evidence
-from harness.serving.service import ModelService
+from harness.jobs.service import ModelService
 from harness.targets.target import Target
 from harness.cluster.wait import poll
 from harness.jobs.kubernetes import Workloads
-from suites.inference.common import SERVED_MODEL, deploy, require, traffic_for, wait_ready
+from suites.inference.common import SERVED_MODEL, deploy, require, traffic_for, wait_ready, wait_served
 
 RATE, DURATION_S, TOKENS = 10.0, 8.0, (32, 32)  # 80 requests of 32 prompt and 32 output tokens
 SCRAPE_WAIT_S = 30.0
@@ -43,7 +43,7 @@ def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target
                                    "max-num-seqs": str(max_num_seqs)})
     deploy(workloads, backend, service)
     wait_ready(workloads, service, service.replicas, profile.timeouts.admit)
-    url = traffic.service_url(target.api, service.namespace, *backend.serving_route(service))
+    url = wait_served(workloads, traffic, backend, service, profile.timeouts.admit)
     slo = {"ttft": limits["ttft_p99_s"], "itl": limits["itl_p99_s"], "request_latency": limits["e2e_p99_s"]}
     work = tmp_path / "load"
     config = generator.config(url, service.model, RATE, DURATION_S, TOKENS, slo, work)

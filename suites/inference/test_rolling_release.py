@@ -16,7 +16,7 @@ from harness.backends import Backend
 from harness.criteria.inference.rolling_release import CRITERION, per_second, seconds_below, success_rate
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import PORT_NAME, ModelService
+from harness.jobs.service import PORT_NAME, ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from harness.criteria.inference.service_discovery import published

@@ -16,7 +16,7 @@ from harness.backends import Backend
 from harness.criteria.inference.service_discovery import CRITERION, Convergence, expected, published
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.serving.service import PORT_NAME, ModelService
+from harness.jobs.service import PORT_NAME, ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, endpoint_slices, of, require, scale, traffic_for, wait_ready

@@ -105,11 +105,12 @@ def test_cold_start_fails_when_the_model_loads_slower_than_the_threshold(
         cold_start_run(backend, workloads, queue_model, target, ev, tmp_path, load_time="22s")
 
 
-@pytest.mark.parametrize("backend", ["default"], indirect=True)
+@pytest.mark.parametrize("backend", ["default", "kuberay"], indirect=True)
 def test_latency_fails_when_the_model_server_runs_one_sequence_at_a_time(
         target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, prometheus: Prometheus,
         tmp_path: Path) -> None:
-    """max_num_seqs 1: requests queue in the server, TTFT p99 grows past the SLO (the same load passes at 16)."""
+    """max_num_seqs 1: requests queue in the server, TTFT p99 grows past the SLO (the same load passes at 16).
+    On kuberay the servers are a RayService's Serve replicas, reached through KubeRay's serve Service."""
     ev = evidence_of(latency.CRITERION.id, backend, queue_model)
     with pytest.raises(CriterionViolation, match=r"ttft_p99_s: \d+\.\d+ s \(wanted <= 0\.5 s\)"):
         latency_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path, max_num_seqs=1)

@@ -12,7 +12,7 @@ from harness import backends
 from harness.backends import kai
 from harness.cluster.manifests import dressed
 from harness.jobs.model import GangJob
-from harness.serving.service import ModelService
+from harness.jobs.service import ModelService
 from harness.config.profile import load_profile
 from harness.core.paths import REPO_ROOT
 
@@ -132,7 +132,7 @@ def test_kuberay_serves_a_model_through_a_ray_service_of_gpu_workers(team: Any) 
     service = ModelService("llm-load", team, replicas=2, server={"ttft": "40ms"})
     ray = backends.ALL["kuberay"]
     [rayservice] = dressed(ray.serving_manifests(service), kind.workloads)
-    assert ray.serving_route(service) == ("llm-load-stable-serve-svc", 8000)
+    assert ray.serving_route(service) == ("llm-load-stable-serve-svc", 8000, "serve")
     spec = rayservice["spec"]
     assert rayservice["kind"] == "RayService" and spec["excludeHeadPodFromServeSvc"] is True
     [app] = yaml.safe_load(spec["serveConfigV2"])["applications"]

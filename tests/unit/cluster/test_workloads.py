@@ -19,7 +19,7 @@ from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, PODINFO_DIR, RUN_
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.jobs.model import GangJob
-from harness.serving.service import ModelService
+from harness.jobs.service import ModelService
 from harness.setup.preflight import MISSING, OK, workload_checks
 
 KIND, SIM = (load_profile(REPO_ROOT / "profiles" / name) for name in ("kind.yaml", "sim.yaml"))

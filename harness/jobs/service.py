@@ -1,4 +1,5 @@
-"""An inference service as the POC deploys it: a Deployment of model-server pods behind a Service.
+"""An inference service as the POC deploys it: a Deployment of model-server pods behind a Service (on KubeRay, a
+RayService: harness/backends/kuberay.py).
 
 On the sim each pod asks the data plane for a model-server stand-in (annotations: latency model, load time)
 and turns Ready only once that server answers /health; on a real cluster the pod runs the profile's
@@ -8,7 +9,7 @@ model-server image and its own readiness probe.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.config.profile import Tenant
 from harness.config.workloads import MODEL_ANNOTATION, SERVER_CONTAINER, ModelServer
@@ -21,6 +22,14 @@ PORT_NAME = "http"  # the server's port and the Service's: its number is the pro
 SERVICE_PORT = 80
 PRE_STOP_S = 3
 SIM = "sim.gpupoc.io/"
+
+
+class Route(NamedTuple):
+    """The Service that reaches a model's servers: its name, its port and that port's name in its EndpointSlices."""
+
+    service: str
+    port: int = SERVICE_PORT
+    port_name: str = PORT_NAME
 
 
 @dataclass(frozen=True)
