@@ -50,8 +50,9 @@ class KubeRayBackend(Capabilities):
     preemption = PREEMPTED_WORKLOADS  # RayJobs are queued, and preempted, by Kueue
     queued_by = "kueue"
     owned = WORKLOAD_KIND
-    lacking = {SERVING: "serves through a RayService (its latency is measured), whose pods are the Ray cluster's, not "
-                        "a Deployment's: the rollout, scaling and endpoint cases are written for Deployments",
+    lacking = {SERVING: "serves through a RayService (its cold start and latency are measured), whose pods are the Ray "
+                        "cluster's, not a Deployment's: the rollout, scaling and endpoint cases are written for "
+                        "Deployments",
                GPU_SHARING: "a RayJob's pods take whole GPUs from the device plugin; Ray's fractional num_gpus share "
                             "a GPU inside one Ray worker, not between the cluster's tenants",
                DRA: "a RayJob's head and worker groups are given the device plugin's GPUs; DRA claims in Ray groups "

@@ -21,6 +21,8 @@ from harness.jobs.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
 from harness.targets import sim
 from harness.targets.target import Target
 from harness.cluster.tracker import Objects, Tracker
+from harness.cluster.wait import poll
+from harness.core.errors import WaitTimeout
 from harness.serving.traffic import Traffic, sim_traffic
 from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
@@ -141,6 +143,22 @@ def wait_served(workloads: Workloads, traffic: Traffic, backend: Backend, servic
                       lambda objs: len(published(list(objs.values()), route.port_name)) == service.replicas, timeout_s,
                       describe=lambda objs: f"{len(published(list(objs.values()), route.port_name))} ready endpoints")
     traffic.wait_programmed(time.time())
+    return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
+
+
+def route_url(workloads: Workloads, traffic: Traffic, backend: Backend, service: ModelService,
+              timeout_s: float) -> str:
+    """The URL of the backend's Service to the model once it exists (ours at once; KubeRay makes a RayService's
+    once its Serve applications run)."""
+    route = backend.serving_route(service)
+    core = client.CoreV1Api(workloads.api)
+
+    def made() -> bool:
+        return bool(core.list_namespaced_service(service.namespace,
+                                                 field_selector=f"metadata.name={route.service}").items)
+
+    if not poll(made, bool, timeout_s, poll_s=0.5):
+        raise WaitTimeout(f"Service {route.service} (to {service.name}'s servers) not made after {timeout_s:.0f}s")
     return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
 
 

@@ -18,7 +18,7 @@ from harness.record.evidence import Evidence
 from harness.jobs.service import ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
-from suites.inference.common import SERVING, deploy, of, probe_file, require, traffic_for, wait_ready
+from suites.inference.common import SERVED_MODEL, deploy, of, probe_file, require, route_url, traffic_for, wait_ready
 
 REPLICAS = 2
 LOAD_TIME = "3s"
@@ -26,14 +26,14 @@ LOAD_TIME = "3s"
 
 def cold_start_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
                    tmp_path: Path, load_time: str = LOAD_TIME) -> None:
-    require(target, backend, SERVING)
+    require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
     service = ModelService(workloads.job_name("llm-cold"), profile.tenants[0], replicas=REPLICAS,
                            server={"load-time": load_time})
     ev.note(f"{REPLICAS} replicas x {service.gpus} GPU; the model loads for {load_time}; probe {traffic.where}.")
     applied_at = time.time()
     deploy(workloads, backend, service)
-    url = traffic.service_url(target.api, service.namespace, service.app)
+    url = route_url(workloads, traffic, backend, service, profile.timeouts.admit)
     probe = traffic.probe(url, rate=10, duration_s=profile.timeouts.admit, out=probe_file(tmp_path, "cold"),
                           stop_after_ok=1)
     ready_at = wait_ready(workloads, service, REPLICAS, profile.timeouts.admit)

@@ -97,7 +97,7 @@ def test_canary_fails_when_its_share_differs_from_the_intended_split(
                    intended=0.25)
 
 
-@pytest.mark.parametrize("backend", ["default"], indirect=True)
+@pytest.mark.parametrize("backend", ["default", "kuberay"], indirect=True)  # a Deployment's pods; a RayService's
 def test_cold_start_fails_when_the_model_loads_slower_than_the_threshold(
         target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
     ev = evidence_of(cold_start.CRITERION.id, backend, queue_model)
