@@ -182,25 +182,29 @@ class RayDashboard:
 
 
 def serve_details(config: dict[str, Any], deployed_at: float, ready: bool) -> dict[str, Any]:
-    """Pure: Ray's ServeInstanceDetails for a deployed config; each deployment HEALTHY and its application
-    RUNNING once the cluster's serving pods are ready, else UPDATING and DEPLOYING."""
+    """Pure: Ray's ServeInstanceDetails for a deployed config (its keys as Ray 2.60 answers them, recorded in
+    tests/contract/ray-serve-2.60.0.json); each deployment HEALTHY and its application RUNNING once the cluster's
+    serving pods are ready, else UPDATING and DEPLOYING. Before a deploy, Ray's four keys and no application."""
+    controller = {"actor_id": None, "actor_name": None, "log_file_path": None, "node_id": None,
+                  "node_instance_id": None, "node_ip": None, "worker_id": None}
+    if not config.get("applications"):
+        return {"applications": {}, "controller_info": {}, "proxies": {}, "target_capacity": None}
     apps = {}
-    for app in config.get("applications") or []:
+    for app in config["applications"]:
         name = str(app.get("name") or "default")
         deployments = {str(d.get("name")): {
             "name": d.get("name"), "status": "HEALTHY" if ready else "UPDATING",
             "status_trigger": "CONFIG_UPDATE_COMPLETED" if ready else "CONFIG_UPDATE_STARTED", "message": "",
-            "deployment_config": d, "target_num_replicas": d.get("num_replicas", 1), "replicas": []}
+            "deployment_config": d, "target_num_replicas": d.get("num_replicas", 1), "required_resources": {},
+            "replicas": [], "recent_dead_replicas": []}
             for d in app.get("deployments") or [{"name": name}]}
         apps[name] = {"name": name, "route_prefix": app.get("route_prefix", "/"), "docs_path": None,
                       "status": "RUNNING" if ready else "DEPLOYING", "message": "",
                       "last_deployed_time_s": deployed_at, "deployed_app_config": app, "source": "declarative",
                       "deployments": deployments, "external_scaler_enabled": False, "deployment_topology": None}
-    return {"controller_info": {"node_id": None, "node_ip": None, "actor_id": None, "actor_name": None,
-                                "worker_id": None, "log_file_path": None},
-            "proxy_location": "EveryNode", "http_options": config.get("http_options") or {"host": "0.0.0.0",
-                                                                                           "port": 8000},
-            "grpc_options": {}, "proxies": {}, "deploy_mode": "MULTI_APP", "applications": apps,
+    return {"applications": apps, "controller_health_metrics": {}, "controller_info": controller,
+            "grpc_options": {}, "http_options": config.get("http_options") or {"host": "0.0.0.0", "port": 8000},
+            "proxies": {}, "proxy_location": "EveryNode", "restores_unset_config_options": False,
             "target_capacity": config.get("target_capacity"), "target_groups": []}
 
 

@@ -77,3 +77,34 @@ def test_the_stand_in_answers_kuberays_calls_as_ray_does() -> None:
                  for d in differences(real["body"], shape(body))]
     assert not problems, "\n".join(problems)
     assert SHAPE["ray_version"] == ray_dashboard.RAY_VERSION
+
+
+SERVE = json.loads((REPO_ROOT / "tests" / "contract" / "ray-serve-2.60.0.json").read_text())
+
+
+def serve_keys(body: Any) -> dict[str, Any]:
+    """What KubeRay's RayService reads, and the keys around it: the answer's, each application's and each
+    deployment's keys, and the statuses (the values below them are Ray's own objects, not read)."""
+    if not isinstance(body, dict):
+        return {"body": type(body).__name__}
+    apps = body.get("applications") or {}
+    deployments = [d for a in apps.values() for d in (a.get("deployments") or {}).values()]
+    return {"keys": sorted(body), "app keys": sorted({k for a in apps.values() for k in a}),
+            "deployment keys": sorted({k for d in deployments for k in d}),
+            "statuses": sorted(str(a.get("status")) for a in apps.values()),
+            "deployment statuses": sorted(str(d.get("status")) for d in deployments)}
+
+
+def test_the_stand_in_answers_a_rayservices_serve_calls_as_ray_does() -> None:
+    """Ray 2.60.0's answers (tests/contract/record_ray_serve.py): no application before a deploy, the PUT of a
+    declarative config accepted, RUNNING and HEALTHY once its replicas run; the stand-in's with its servers ready."""
+    config = {"applications": [{"name": "llm", "route_prefix": "/", "import_path": "gpupoc_contract_app:app",
+                                "deployments": [{"name": "Echo", "num_replicas": 1}]}]}
+    dashboard = RayDashboard("poc-team-a/contract", None, Clock(), serving_ready=lambda: True)
+    path = "/api/serve/applications/"
+    ours = [dashboard.answer("GET", path, b""), dashboard.answer("PUT", path, json.dumps(config).encode()),
+            dashboard.answer("GET", path, b"")]
+    for real, (status, body) in zip(SERVE["steps"], ours):
+        assert status == real["status"], real["call"]
+        assert serve_keys(shape(body)) == serve_keys(real["body"]), real["call"]
+    assert SERVE["ray_version"] == ray_dashboard.RAY_VERSION
