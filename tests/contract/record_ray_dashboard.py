@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 PORT = 28265
@@ -83,18 +84,22 @@ def record() -> list[dict[str, Any]]:
     return steps
 
 
-def main() -> int:
-    out = Path(sys.argv[1])
+def recorded_on_a_head(steps: Callable[[], list[dict[str, Any]]],
+                       env: dict[str, str] | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """(Ray's version answer, the steps' answers) from a Ray head on 127.0.0.1 (one CPU, no GPU), stopped after."""
     ray = str(Path(sys.executable).with_name("ray"))
     subprocess.run([ray, "start", "--head", "--num-cpus=1", "--num-gpus=0", "--include-dashboard=true",
                     "--dashboard-host=127.0.0.1", f"--dashboard-port={PORT}", "--port=26379",
-                    "--node-ip-address=127.0.0.1",
-                    "--disable-usage-stats"], check=True)
+                    "--node-ip-address=127.0.0.1", "--disable-usage-stats"], check=True, env=env)
     try:
-        version = call("GET", "/api/version")[1]
-        steps = record()
+        return call("GET", "/api/version")[1], steps()
     finally:
         subprocess.run([ray, "stop", "--force"], check=False)
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    version, steps = recorded_on_a_head(record)
     out.write_text(json.dumps({"ray_version": version.get("ray_version") if isinstance(version, dict) else version,
                                "version": shape(version), "steps": steps}, indent=1) + "\n")
     print(f"wrote {out}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.contract.record_ray_dashboard import call, shape  # noqa: E402
+from tests.contract.record_ray_dashboard import call, recorded_on_a_head, shape  # noqa: E402
 
-PORT = 28265  # the dashboard's, as record_ray_dashboard.py's
 APP = '''from ray import serve
 
 
@@ -77,18 +75,9 @@ def record() -> list[dict[str, Any]]:
 
 def main() -> int:
     out = Path(sys.argv[1])
-    ray = str(Path(sys.executable).with_name("ray"))
     with tempfile.TemporaryDirectory() as app_dir:
         Path(app_dir, "gpupoc_contract_app.py").write_text(APP)
-        env = {**os.environ, "PYTHONPATH": app_dir}
-        subprocess.run([ray, "start", "--head", "--num-cpus=1", "--num-gpus=0", "--include-dashboard=true",
-                        "--dashboard-host=127.0.0.1", f"--dashboard-port={PORT}", "--port=26379",
-                        "--node-ip-address=127.0.0.1", "--disable-usage-stats"], check=True, env=env)
-        try:
-            version = call("GET", "/api/version")[1]
-            steps = record()
-        finally:
-            subprocess.run([ray, "stop", "--force"], check=False)
+        version, steps = recorded_on_a_head(record, {**os.environ, "PYTHONPATH": app_dir})
     out.write_text(json.dumps({"ray_version": version.get("ray_version") if isinstance(version, dict) else version,
                                "steps": steps}, indent=1) + "\n")
     print(f"wrote {out}")
