@@ -20,7 +20,8 @@ CLUSTER_SCOPED = (("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v
 # Workloads suites create in the tenants' own namespaces (the queue model's), swept by label.
 NAMESPACED = (("batch/v1", "Job"), ("batch.volcano.sh/v1alpha1", "Job"), ("ray.io/v1", "RayJob"),
               ("ray.io/v1", "RayService"), ("ray.io/v1", "RayCluster"), ("scheduling.run.ai/v2alpha2", "PodGroup"),
-              ("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "Pod"), ("resource.k8s.io/v1", "ResourceClaimTemplate"))
+              ("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "Pod"),
+              ("resource.k8s.io/v1", "ResourceClaimTemplate"))
 HTTP_NOT_FOUND = 404
 
 

@@ -243,7 +243,7 @@ class StandIns:
 
     async def on_event(self, kind: str, pod: Any) -> None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        if ray_dashboard.CLUSTER_LABEL in (pod.metadata.labels or {}):
+        if ray_dashboard.cluster_of(pod):
             await self._ray_pod(kind, pod)  # and a Ray Serve worker's model server below, where it asks for one
         annotations = pod.metadata.annotations or {}
         current = self.serving.get(key)
@@ -269,7 +269,7 @@ class StandIns:
     async def _ray_pod(self, kind: str, pod: Any) -> None:
         """A pod of a Ray cluster: its head serves the cluster's dashboard (the jobs outlive a head pod replaced,
         as with Ray's GCS fault tolerance); any of its pods failing fails the cluster's running jobs."""
-        key = f"{pod.metadata.namespace}/{(pod.metadata.labels or {}).get(ray_dashboard.CLUSTER_LABEL, '')}"
+        key = ray_dashboard.cluster_of(pod)
         failure = ray_dashboard.failure(self.core.api_client.sanitize_for_serialization(pod))
         if failure and key in self.dashboards:
             self.dashboards[key].dashboard.fail(failure)
@@ -325,9 +325,8 @@ class StandIns:
         on_host = listening_socket(HOST, "127.0.0.1", 0)
         port = on_host.getsockname()[1]
         listeners = [await asyncio.start_server(server.handle, sock=s) for s in (on_pod, on_host)]
-        cluster = (pod.metadata.labels or {}).get(ray_dashboard.CLUSTER_LABEL)
         self.serving[key] = Serving(server, listeners, port, pod.metadata.uid, pod.status.pod_ip,
-                                    f"{pod.metadata.namespace}/{cluster}" if cluster else "")
+                                    ray_dashboard.cluster_of(pod))
         self._write_targets()
         log.info("%s: serving %s on %s:%d (metrics on 127.0.0.1:%d), version %s", key, spec.model,
                  pod.status.pod_ip, spec.port, port, spec.version)
@@ -386,8 +385,7 @@ def _watch_pods(core: client.CoreV1Api, loop: asyncio.AbstractEventLoop, handler
             known = {f"{p.metadata.namespace}/{p.metadata.name}" for p in listed.items}
             for key in [k for k in handler.serving if k not in known]:
                 asyncio.run_coroutine_threadsafe(handler._stop(key), loop).result()
-            clusters = {f"{p.metadata.namespace}/{(p.metadata.labels or {}).get(ray_dashboard.CLUSTER_LABEL)}"
-                        for p in listed.items}
+            clusters = {ray_dashboard.cluster_of(p) for p in listed.items}
             for key in [k for k in handler.dashboards if k not in clusters]:
                 loop.call_soon_threadsafe(handler.forget_dashboard, key)
             stream = watch.Watch().stream(core.list_pod_for_all_namespaces,

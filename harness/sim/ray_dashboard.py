@@ -35,6 +35,12 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 log = logging.getLogger("gpupoc.ray-dashboard")
 
 
+def cluster_of(pod: Any) -> str:
+    """namespace/name of the Ray cluster a pod (the API client's object) belongs to; "" for none."""
+    cluster = (pod.metadata.labels or {}).get(CLUSTER_LABEL)
+    return f"{pod.metadata.namespace}/{cluster}" if cluster else ""
+
+
 def serves(labels: dict[str, str]) -> bool:
     return labels.get(HEAD_LABEL[0]) == HEAD_LABEL[1]
 

@@ -21,8 +21,6 @@ from harness.jobs.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
 from harness.targets import sim
 from harness.targets.target import Target
 from harness.cluster.tracker import Objects, Tracker
-from harness.cluster.wait import poll
-from harness.core.errors import WaitTimeout
 from harness.serving.traffic import Traffic, sim_traffic
 from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
@@ -125,11 +123,12 @@ def roll_out(workloads: Workloads, backend: Backend, new: ModelService) -> float
     return at
 
 
-def wait_routed(traffic: Traffic, slices: Tracker, service: ModelService, count: int, timeout_s: float) -> None:
+def wait_routed(traffic: Traffic, slices: Tracker, service: ModelService, count: int, timeout_s: float,
+                port_name: str = PORT_NAME) -> None:
     """Until the Service's EndpointSlices list `count` ready endpoints and kube-proxy has programmed them."""
     slices.wait_until(f"{count} ready endpoints of {service.app}",
-                      lambda objs: len(published(list(objs.values()), PORT_NAME)) == count, timeout_s,
-                      describe=lambda objs: f"{len(published(list(objs.values()), PORT_NAME))} ready endpoints")
+                      lambda objs: len(published(list(objs.values()), port_name)) == count, timeout_s,
+                      describe=lambda objs: f"{len(published(list(objs.values()), port_name))} ready endpoints")
     traffic.wait_programmed(time.time())
 
 
@@ -138,27 +137,19 @@ def wait_served(workloads: Workloads, traffic: Traffic, backend: Backend, servic
     """Until the backend's Service to the model (a RayService's is made once its Serve applications run) lists every
     replica ready and kube-proxy has programmed it; its URL."""
     route = backend.serving_route(service)
-    slices = endpoint_slices(workloads, service, route.service)
-    slices.wait_until(f"{service.replicas} ready endpoints of Service {route.service}",
-                      lambda objs: len(published(list(objs.values()), route.port_name)) == service.replicas, timeout_s,
-                      describe=lambda objs: f"{len(published(list(objs.values()), route.port_name))} ready endpoints")
-    traffic.wait_programmed(time.time())
+    wait_routed(traffic, endpoint_slices(workloads, service, route.service), service, service.replicas, timeout_s,
+                route.port_name)
     return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
 
 
 def route_url(workloads: Workloads, traffic: Traffic, backend: Backend, service: ModelService,
               timeout_s: float) -> str:
     """The URL of the backend's Service to the model once it exists (ours at once; KubeRay makes a RayService's
-    once its Serve applications run)."""
+    once its Serve applications run): its EndpointSlices' watch (deploy's) sees the first slice of it."""
     route = backend.serving_route(service)
-    core = client.CoreV1Api(workloads.api)
-
-    def made() -> bool:
-        return bool(core.list_namespaced_service(service.namespace,
-                                                 field_selector=f"metadata.name={route.service}").items)
-
-    if not poll(made, bool, timeout_s, poll_s=0.5):
-        raise WaitTimeout(f"Service {route.service} (to {service.name}'s servers) not made after {timeout_s:.0f}s")
+    endpoint_slices(workloads, service, route.service).wait_until(
+        f"Service {route.service} (to {service.name}'s servers) made", bool, timeout_s,
+        describe=lambda objs: f"{len(objs)} EndpointSlices")
     return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
 
 
