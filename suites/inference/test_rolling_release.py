@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend
-from harness.criteria.inference.rolling_release import CRITERION, per_second, seconds_below, success_rate
+from harness.criteria.inference.rolling_release import CRITERION, below_note, per_second, seconds_below, success_rate
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.jobs.service import PORT_NAME, ModelService
@@ -21,7 +21,7 @@ from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from harness.criteria.inference.service_discovery import published
 from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready, of, probe_file, require, roll_out,
-                                     traffic_for, wait_ready)
+                                     traffic_for, wait_ready, wait_routed)
 
 REPLICAS = 3
 PROBE_RATE = 20.0
@@ -38,6 +38,9 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     slices = endpoint_slices(workloads, stable)
     deploy(workloads, backend, stable)
     wait_ready(workloads, stable, REPLICAS, profile.timeouts.admit)
+    # The steady state is what the EndpointSlices publish, not the pods: the EndpointSlice controller can lag the
+    # pods by its 1 s back-off (a stale informer cache), which would count as time below the floor.
+    wait_routed(traffic, slices, stable, REPLICAS, profile.timeouts.admit)
     ready_points: list[tuple[float, int]] = []
 
     def count(_event: str, _obj: dict[str, Any]) -> None:
@@ -69,7 +72,8 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
     failed = [a for a in answers if not a.ok]
     ev.note(f"{len(answers)} probe requests at {PROBE_RATE:g}/s {traffic.where}; {len(failed)} failed"
             + (f" (first: {failed[0].status or failed[0].error} from {failed[0].pod or 'no pod'})" if failed else "")
-            + f"; ready endpoints floor {floor} (desired {REPLICAS} - maxUnavailable {new.max_unavailable}).")
+            + f"; ready endpoints floor {floor} (desired {REPLICAS} - maxUnavailable {new.max_unavailable})"
+            + below_note(ready_points, floor, started) + ".")
     ev.verdict()
 
 

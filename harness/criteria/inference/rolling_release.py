@@ -48,3 +48,9 @@ def seconds_below(points: Sequence[tuple[float, int]], floor: int, end: float) -
         if ready < floor:
             below += max(0.0, t_next - t)
     return below
+
+
+def below_note(points: Sequence[tuple[float, int]], floor: int, start: float) -> str:
+    """Where the ready endpoints went below `floor`, in seconds since `start` (the rollout), for the record."""
+    dips = [f"{ready} at {t - start:+.2f} s" for t, ready in points if ready < floor]
+    return f"; below the floor: {', '.join(dips[:6])}{' ...' if len(dips) > 6 else ''}" if dips else ""
