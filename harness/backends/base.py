@@ -38,9 +38,10 @@ SAMPLE = "workload sample"                   # it runs the sample's container as
 DRA = "DRA devices"                          # it places pods whose GPUs are claimed through DRA (ResourceClaims)
 AUTOSCALING = "autoscaled nodes"             # its jobs' pods make a Kubernetes autoscaler add nodes, and run there
 GPU_SHARING = "GPU sharing"                  # it gives pods fractions of one GPU and says which device they share
-CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, GANG, RETRY_POLICY, JOBS_COMPLETE, PREEMPTION_COUNTER,
-                WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING, SERVED_MODEL,
-                PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
+ELASTIC_WORKERS = "elastic workers"          # a running job's worker group is resized when asked, under its queue
+CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, GANG, RETRY_POLICY, JOBS_COMPLETE,
+                PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
+                SERVED_MODEL, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,16 @@ class QueueUsage:
     held: Callable[[dict[str, Any], str], float]  # (queue object, GPU resource) -> GPUs its jobs hold
     promql: str = ""
     no_metric: str = ""
+
+
+@dataclass(frozen=True)
+class ElasticJob:
+    """A job whose worker group is resized while it runs, as an autoscaler asks (the Ray autoscaler: a RayCluster's
+    worker replicas): its objects, the request for `n` workers, and which of its pods are workers."""
+
+    manifests: list[dict[str, Any]]
+    resize: Callable[[client.ApiClient, int], None]
+    is_worker: Callable[[dict[str, Any]], bool]
 
 
 @dataclass(frozen=True)
@@ -168,6 +179,10 @@ class Backend(Protocol):
         """The Service that reaches the model servers."""
         ...
 
+    def elastic(self, job: GangJob, max_workers: int) -> ElasticJob | None:
+        """`job` (a head and `job.pods - 1` workers) as one whose workers can be resized up to `max_workers`."""
+        ...
+
     def tracked_kind(self) -> tuple[str, str]:
         """(apiVersion, kind) of the object whose status says the job's state."""
         ...
@@ -211,6 +226,9 @@ class Capabilities:
             return f"{self.name}: no queues with a GPU quota and limit"
         if capability == BORROWING and self.queue_usage is None:
             return f"{self.name}: no queue lends its idle quota and reclaims it"
+        if capability == ELASTIC_WORKERS and type(self).elastic is Capabilities.elastic:
+            return (f"{self.name}: resizing its running jobs is not built (the case resizes a Ray worker group, "
+                    "as the Ray autoscaler asks)")
         if capability == RANKED_FAIR_SHARE and type(self).usage_from_zero is Capabilities.usage_from_zero:
             return f"{self.name}: its fair share does not rank tenants by recorded usage"
         if capability == CONTROLLER_RESTART and (self.controllers is None or (
@@ -247,6 +265,9 @@ class Capabilities:
 
     def serving_route(self, service: ModelService) -> Route:
         return Route(service.app)
+
+    def elastic(self, job: GangJob, max_workers: int) -> ElasticJob | None:
+        return None
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         raise NotImplementedError(f"{self.name}: no manifests")

@@ -13,7 +13,7 @@ import yaml
 from kubernetes import client
 
 from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities,
-                                   Controllers)
+                                   Controllers, ElasticJob)
 from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -24,6 +24,11 @@ RAY_PORTS = [{"name": "dashboard", "containerPort": 8265}, {"name": "serve", "co
              {"name": "gcs-server", "containerPort": 6379}, {"name": "client", "containerPort": 10001}]
 
 API_VERSION = "ray.io/v1"
+WORKER_GROUP = "workers"
+# Kueue's elastic jobs (its ElasticJobsViaWorkloadSlices gate, beta and on from v0.18): a resized job is admitted as
+# a new slice of its Workload; its pods wait behind this scheduling gate until their slice is admitted.
+ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"
 
 
 def rayjob_status(obj: dict[str, Any]) -> JobStatus:
@@ -71,22 +76,31 @@ class KubeRayBackend(Capabilities):
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         queue = tenant_queue(job, "kueue", ": RayJobs are queued by Kueue")
-        template = job.pod_template()
-        head = {"metadata": template["metadata"], "spec": {**template["spec"], "restartPolicy": "Always",
-                                                            "containers": [{**template["spec"]["containers"][0],
-                                                                            "name": "ray-head"}]}}
-        worker = {"metadata": template["metadata"], "spec": {**template["spec"], "restartPolicy": "Always"}}
-        workers = job.pods - 1
-        cluster_spec: dict[str, Any] = {"headGroupSpec": {"rayStartParams": {}, "template": head},
-                                        "workerGroupSpecs": []}
-        if workers:
-            cluster_spec["workerGroupSpecs"] = [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
-                                                 "maxReplicas": workers, "rayStartParams": {}, "template": worker}]
         return [{"apiVersion": API_VERSION, "kind": "RayJob",
                  "metadata": {"name": job.name, "namespace": job.tenant.namespace, "labels": {QUEUE_LABEL: queue}},
                  "spec": {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True,
                           "submissionMode": "HTTPMode",
-                          "backoffLimit": job.max_retries, "rayClusterSpec": cluster_spec}}]
+                          "backoffLimit": job.max_retries, "rayClusterSpec": cluster_spec(job, job.pods - 1)}}]
+
+    def elastic(self, job: GangJob, max_workers: int) -> ElasticJob:
+        """A RayCluster queued by Kueue as an elastic job: its worker group resized by `replicas`, which is what the
+        Ray autoscaler changes (KubeRay clamps it to maxReplicas)."""
+        queue = tenant_queue(job, "kueue", ": RayClusters are queued by Kueue")
+        spec = cluster_spec(job, max_workers, gate=ELASTIC_GATE)
+        for group in spec["workerGroupSpecs"]:
+            group["replicas"] = group["minReplicas"] = job.pods - 1
+        manifest = {"apiVersion": API_VERSION, "kind": "RayCluster",
+                    "metadata": {"name": job.name, "namespace": job.tenant.namespace, "labels": {QUEUE_LABEL: queue},
+                                 "annotations": {ELASTIC_ANNOTATION: "true"}},
+                    "spec": spec}
+
+        def resize(api: client.ApiClient, workers: int) -> None:
+            client.CustomObjectsApi(api).patch_namespaced_custom_object(
+                "ray.io", "v1", job.tenant.namespace, "rayclusters", job.name,
+                [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": workers}],
+                _content_type="application/json-patch+json")
+
+        return ElasticJob([manifest], resize, is_ray_worker)
 
     def serving_manifests(self, service: ModelService, with_service: bool = True) -> list[dict[str, Any]]:
         return [ray_service(service)]
@@ -99,6 +113,26 @@ class KubeRayBackend(Capabilities):
 
     def status(self, obj: dict[str, Any]) -> JobStatus:
         return rayjob_status(obj)
+
+
+def cluster_spec(job: GangJob, workers: int, gate: str = "") -> dict[str, Any]:
+    """A Ray cluster for `job`: a head, and a worker group of `workers` (none: a head alone); every pod behind the
+    scheduling `gate` when one is named."""
+    template = job.pod_template()
+    pod_spec = {**template["spec"], "restartPolicy": "Always",
+                **({"schedulingGates": [{"name": gate}]} if gate else {})}
+    head = {"metadata": template["metadata"],
+            "spec": {**pod_spec, "containers": [{**template["spec"]["containers"][0], "name": "ray-head"}]}}
+    worker = {"metadata": template["metadata"], "spec": pod_spec}
+    spec: dict[str, Any] = {"headGroupSpec": {"rayStartParams": {}, "template": head}, "workerGroupSpecs": []}
+    if workers:
+        spec["workerGroupSpecs"] = [{"groupName": WORKER_GROUP, "replicas": workers, "minReplicas": workers,
+                                     "maxReplicas": workers, "rayStartParams": {}, "template": worker}]
+    return spec
+
+
+def is_ray_worker(pod: dict[str, Any]) -> bool:
+    return (pod["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"
 
 
 def ray_service(service: ModelService) -> dict[str, Any]:

@@ -27,6 +27,7 @@ MANAGED_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "gpupoc"
 RAY_JOB = "RayJob"
 RAY_SERVICE = "RayService"
+RAY_CLUSTER = "RayCluster"
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS)), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False)
@@ -112,7 +113,7 @@ def dressed(objects: list[dict[str, Any]], workloads: WorkloadSpec) -> list[dict
     for obj in objects:
         pods = [obj] if obj.get("kind") == "Pod" else pod_templates(obj.get("spec"))
         for pod in pods:
-            _dress_pod(pod, workloads, ray=obj.get("kind") in (RAY_JOB, RAY_SERVICE))
+            _dress_pod(pod, workloads, ray=obj.get("kind") in (RAY_JOB, RAY_SERVICE, RAY_CLUSTER))
         if obj.get("kind") == RAY_SERVICE:
             _dress_serve_config(obj["spec"], workloads.ray_serve_app)
     return objects

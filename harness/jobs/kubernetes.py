@@ -243,16 +243,22 @@ class Workloads:
                 self.created.append(Submitted(resource.name, resource.group or "", namespace, obj.metadata.name,
                                               stamp, who))
 
-    def apply(self, tenant: Tenant, manifests: list[dict[str, Any]]) -> list[Any]:
+    def apply(self, tenant: Tenant, manifests: list[dict[str, Any]], queued: bool = False) -> list[Any]:
         """Apply objects that are not a gang job (a serving Deployment and its Service, in the tenant's serving
-        namespace), as the tenant, labelled as this test's: deleted at teardown like its jobs (in their namespace)."""
+        namespace; an elastic RayCluster), as the tenant, labelled as this test's: deleted at teardown like its jobs
+        (in their namespace); `queued`: what the backend's queue makes for them (Kueue's Workloads) is waited out
+        too."""
         objects = dressed(labelled(manifests, self.run_id, self.test), self.workload_spec)
         self._submitted |= {(m["metadata"].get("namespace", tenant.namespace), m["apiVersion"], m["kind"])
                             for m in objects}
         for manifest in objects:
             self.samples.add(manifest)
         api = self.submitter(tenant) if self.submitter is not None else self.api
-        return list(apply_objects(api, objects))
+        applied = list(apply_objects(api, objects))
+        if queued:
+            for obj in applied:
+                self._uids.setdefault(obj.metadata.namespace, set()).add(obj.metadata.uid)
+        return applied
 
     def client_for(self, tenant: Tenant) -> client.ApiClient:
         """The client that acts for `tenant` (to scale or patch what it applied)."""

@@ -31,7 +31,8 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_gang_admission.py::test_gang_admission[kai]",
              "test_control_plane_recovery.py::test_control_plane_recovery[volcano]",
              "test_dra_allocation.py::test_dra_allocation[kueue]",
-             "test_capacity_elasticity.py::test_capacity_elasticity[kueue]")
+             "test_capacity_elasticity.py::test_capacity_elasticity[kueue]",
+             "test_worker_scaling.py::test_worker_scaling[kuberay]")
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
@@ -49,7 +50,7 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
             ("training.failure_recovery", "volcano"), ("training.failure_recovery", "kuberay"),
             ("training.queue_wait", "kueue"),
             ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue"),
-            ("training.capacity_elasticity", "kueue")} <= ran, outcomes
+            ("training.capacity_elasticity", "kueue"), ("training.worker_scaling", "kuberay")} <= ran, outcomes
     assert ("training.queue_fairness", "default", "FAIL") in outcomes
     if cluster.component_running("kai-scheduler"):
         assert ("training.gang_admission", "kai") in ran

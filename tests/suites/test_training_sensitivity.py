@@ -25,6 +25,8 @@ from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from harness.criteria.training.failure_recovery import CRITERION as RECOVERY
 from suites.training.test_failure_recovery import run_recovery
+from harness.criteria.training.worker_scaling import CRITERION as WORKER_SCALING
+from suites.training.test_worker_scaling import TO_WORKERS, resize_run
 
 SIM_PROFILE = REPO_ROOT / "profiles" / "sim.yaml"
 
@@ -121,6 +123,19 @@ def test_failure_recovery_fails_with_a_recovery_policy_of_none(
     evidence = Evidence.of(RECOVERY, backend.name, queue_model.thresholds[RECOVERY.id])
     with pytest.raises(CriterionViolation, match=r"recover_within_s: nothing measured .*job did not recover"):
         run_recovery(workloads, queue_model, evidence, restart_on_failure=False, retries=0)
+
+
+@pytest.mark.parametrize("backend", ["kuberay"], indirect=True)
+def test_worker_scaling_fails_when_the_worker_group_allows_fewer_workers_than_asked(
+        sim_api: client.ApiClient, target: Target, backend: Backend, workloads: Workloads,
+        queue_model: Profile) -> None:
+    """maxReplicas one below the request: KubeRay stops there (while Kueue admits a slice of all of them); the
+    FAIL says how far it got and when the wait gave up."""
+    evidence = Evidence.of(WORKER_SCALING, backend.name, queue_model.thresholds[WORKER_SCALING.id])
+    with pytest.raises(CriterionViolation, match=rf"scale_up_within_s: 2\d\.\d+ s \(wanted <= 10 s\).*"
+                                                 rf"{TO_WORKERS} workers: not done after 25s; last: workers: "
+                                                 rf"{TO_WORKERS - 1} ready"):
+        resize_run(target, backend, workloads, queue_model, evidence, TO_WORKERS - 1)
 
 
 VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")

@@ -146,3 +146,25 @@ def test_kuberay_serves_a_model_through_a_ray_service_of_gpu_workers(team: Any) 
     assert worker["spec"]["containers"][0]["image"] == kind.workloads.ray_image
     assert worker["metadata"]["labels"]["gpupoc.io/app"] == "llm-load"
     assert not any(k.startswith("sim.gpupoc.io/") for k in worker["metadata"].get("annotations") or {})
+
+
+def test_kuberay_resizes_an_elastic_ray_cluster_and_the_others_say_why_not(team: Any) -> None:
+    """Kueue's elastic job: the annotation, and every pod behind its scheduling gate until its slice is admitted;
+    the worker group may grow to the most asked; dressed for a real cluster, Ray's image and no sim annotation."""
+    kind = load_profile(REPO_ROOT / "profiles" / "kind.yaml")
+    elastic = backends.ALL["kuberay"].elastic(GangJob("r", team, pods=2, gpus_per_pod=1), max_workers=3)
+    [cluster] = dressed(elastic.manifests, kind.workloads)
+    assert cluster["kind"] == "RayCluster"
+    assert cluster["metadata"]["annotations"] == {"kueue.x-k8s.io/elastic-job": "true"}
+    assert cluster["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    [group] = cluster["spec"]["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (1, 1, 3)
+    for template in (cluster["spec"]["headGroupSpec"]["template"], group["template"]):
+        assert template["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/elastic-job"}]
+        assert template["spec"]["containers"][0]["image"] == kind.workloads.ray_image
+        assert not any(k.startswith("sim.gpupoc.io/") for k in template["metadata"].get("annotations") or {})
+    assert elastic.is_worker({"metadata": {"labels": {"ray.io/node-type": "worker"}}})
+    assert not elastic.is_worker({"metadata": {"labels": {"ray.io/node-type": "head"}}})
+    for name in ("default", "kueue", "volcano", "kai", "slurm"):
+        assert "not built" in (backends.ALL[name].lacks("elastic workers", "sim") or "")
+    assert backends.ALL["kuberay"].lacks("elastic workers", "sim") is None
