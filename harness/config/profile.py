@@ -20,7 +20,7 @@ from harness.core.errors import ConfigError
 from harness.core.timeouts import OPERATIONS, Timeouts
 
 SUBMITTERS = ("runner", "tenant")  # who submits the jobs: the runner's identity, or each tenant's own
-BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default", "slurm")
+BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default", "slurm", "kueue-volcano")
 
 
 
@@ -107,6 +107,9 @@ class Profile:
     inference_url: str | None = None  # a real cluster: the model Service's ingress or gateway URL (probe and load)
     scale: ScaleSpec = field(default_factory=ScaleSpec)
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
+    # workload class -> the criteria that decide whether a backend fits it (empty: the record's defaults,
+    # harness/record/fit.py)
+    scenarios: dict[str, tuple[str, ...]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def threshold(self, criterion: str, name: str) -> float:
@@ -360,7 +363,7 @@ def _sample(f: _Fields) -> Sample:
 def parse_profile(data: Any, source: str) -> Profile:
     f = _Fields(data, "", source)
     f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference", "scale",
-            "workloads"))
+            "workloads", "scenarios"))
     submit_as = f.get("submit_as", str, "runner")
     if submit_as not in SUBMITTERS:
         raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
@@ -393,7 +396,21 @@ def parse_profile(data: Any, source: str) -> Profile:
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),
                    scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec(),
-                   workloads=_workloads(f.child("workloads")) if "workloads" in f.data else WorkloadSpec())
+                   workloads=_workloads(f.child("workloads")) if "workloads" in f.data else WorkloadSpec(),
+                   scenarios=_scenarios(f.optional("scenarios")))
+
+
+def _scenarios(f: _Fields) -> dict[str, tuple[str, ...]]:
+    """Each workload class with the criteria that decide it: known criteria, at least one each."""
+    known = criteria_thresholds()
+    found = {}
+    for scenario in f.data:
+        criteria = f.get(scenario, list)
+        unknown = [c for c in criteria if c not in known]
+        if not criteria or unknown:
+            raise f.fail(scenario, f"needs known criteria, got {unknown or 'none'}; known: {', '.join(known)}")
+        found[str(scenario)] = tuple(str(c) for c in criteria)
+    return found
 
 
 def load_profile(path: Path) -> Profile:

@@ -10,6 +10,7 @@ import jinja2
 import yaml
 
 from harness.record.charts import evidence_charts
+from harness.record.fit import FINDINGS, FITS, NO_FIT, NOT_TESTED, fits
 from harness.record.model import Record, Result
 from harness.record.operations import failure_signs
 from harness.record.verdict import SEVERITY, environment_line, title, verdicts, worst
@@ -45,8 +46,22 @@ def sections(record: Record) -> str:
     template = _ENV.get_template("sections.html.j2")
     signs = {b: failure_signs([r for r in record.results if r.backend == b]) for b in backends}
     return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
+                           fit=fit_table(record),
                            label=label, verdicts=verdicts(record), environment=environment_line(record),
                            signs=signs, as_yaml=as_yaml, charts=lambda e: evidence_charts(e))
+
+
+def fit_table(record: Record) -> dict[str, Any]:
+    """The scenario fit as rows (workload class, its criteria, a Fit per backend) and its backends."""
+    found = fits(record)
+    rows = []
+    for scenario in dict.fromkeys(f.scenario for f in found):
+        row = [f for f in found if f.scenario == scenario]
+        rows.append((scenario, [d.criterion for d in row[0].deciders], row))
+    return {"backends": list(dict.fromkeys(f.backend for f in found)), "rows": rows, "css": FIT_CSS}
+
+
+FIT_CSS = {FITS: "gp-PASS", FINDINGS: "gp-UNFINISHED", NO_FIT: "gp-FAIL", NOT_TESTED: "gp-SKIP"}
 
 
 def page(record: Record) -> str:

@@ -77,7 +77,8 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
         runner=(f"Python {platform.python_version()}, pytest {pytest.__version__}, "
                 f"{platform.system()} {platform.machine()}"),
         profile={"name": profile.name, "source": profile.source, "thresholds": profile.thresholds,
-                 "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants]})
+                 "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants],
+                 **({"scenarios": {k: list(v) for k, v in profile.scenarios.items()}} if profile.scenarios else {})})
 
 
 def name_report(report: Any) -> None:

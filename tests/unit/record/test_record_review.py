@@ -79,7 +79,7 @@ def test_environment_in_one_line_and_title_name_run_and_target() -> None:
 
 def test_page_opens_with_the_verdict_then_operations_beside_the_matrix_and_samples_in_evidence() -> None:
     html = sections(load_record(NEW))
-    assert html.index('id="gpupoc-verdict"') < html.index('id="gpupoc-environment"') < html.index(
+    assert html.index('id="gpupoc-fit"') < html.index('id="gpupoc-verdict"') < html.index('id="gpupoc-environment"') < html.index(
         'id="gpupoc-matrix"') < html.index('id="gpupoc-operations"') < html.index('id="gpupoc-evidence"')
     assert "kueue-validating-webhook-configuration" in html and "kueue.x-k8s.io" in html
     assert "Task samples: what this case submitted (2 shapes, 2 objects)" in html

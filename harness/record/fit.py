@@ -1,0 +1,104 @@
+"""Scenario fit: for each workload class a review asks about (batch training, online inference, development,
+multi-team sharing, scale), whether each backend fits it, from the criteria that decide it. Not a ranking: a
+verdict per class with the deciding measured values, each linked to its evidence. Pure, from a Record.
+
+- fits: every deciding criterion ran and passed, every sub-check made;
+- fits with findings: none failed, but some were skipped or had sub-checks that could not be made (named);
+- does not fit: a deciding criterion failed, errored or did not finish (named, measured against wanted);
+- not tested: no deciding criterion ran on it.
+A criterion run once per cluster (backend "-") decides for every backend. Over repeated runs a cell holds each
+run's result and the worst decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.record.model import Record, Result
+from harness.record.verdict import CLUSTER, SEVERITY, missed, unchecked
+
+FITS, FINDINGS, NO_FIT, NOT_TESTED = "fits", "fits with findings", "does not fit", "not tested"
+BAD = ("FAIL", "ERROR", "UNFINISHED")
+# The workload classes and the criteria that decide each, unless the profile names its own (profile `scenarios`).
+DEFAULT_SCENARIOS: dict[str, tuple[str, ...]] = {
+    "batch training": ("training.gang_admission", "training.queue_fairness", "training.priority_preemption",
+                       "training.failure_recovery", "training.queue_wait"),
+    "online inference": ("inference.cold_start", "inference.latency", "inference.rolling_release",
+                         "inference.elasticity", "inference.service_discovery"),
+    "development and debugging": ("governance.queue_classes", "training.queue_wait"),
+    "multi-team sharing": ("governance.quota", "governance.borrowing_reclaim", "governance.tenant_isolation",
+                           "training.queue_fairness", "governance.cost_attribution"),
+    "scale": ("scale.throughput",),
+}
+
+
+@dataclass(frozen=True)
+class Decider:
+    """One deciding criterion of a backend: its worst outcome, why in a line, and its evidence."""
+
+    criterion: str
+    outcome: str
+    why: str
+    anchor: str = ""
+    measured: str = ""  # its checks, measured against wanted
+
+
+@dataclass
+class Fit:
+    scenario: str
+    backend: str
+    verdict: str
+    deciders: list[Decider] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Decider]:
+        """What keeps it from a plain "fits": failures first, then skips and unchecked sub-checks."""
+        return sorted((d for d in self.deciders if d.outcome != "PASS" or d.why),
+                      key=lambda d: -SEVERITY.get(d.outcome, 0))
+
+
+def decider(criterion: str, results: list[Result]) -> Decider:
+    """The worst of a cell's results (over repeated runs, every run's), told in a line."""
+    if not results:
+        return Decider(criterion, "SKIP", "not run")
+    result = max(results, key=lambda r: SEVERITY.get(r.outcome, 0))
+    if result.outcome in BAD:
+        why = missed(result)
+    elif result.outcome == "SKIP":
+        why = result.message.strip().splitlines()[0] if result.message.strip() else "skipped"
+    else:
+        gaps = [c for r in results for c in unchecked(r)]
+        why = "; ".join(f"{c['name']} not checked: {c['not_checked']}" for c in gaps)
+    checks = [c for e in result.evidence for c in e.get("checks", []) if not c.get("not_checked")]
+    measured = "; ".join(f"{c['name']} {_value(c)} ({c['comparison']} {c['threshold']:g})" for c in checks)
+    return Decider(criterion, result.outcome, why, result.cell_id, measured)
+
+
+def _value(check: dict[str, object]) -> str:
+    value = check.get("measured")
+    return "nothing" if value is None else f"{value:g}{check.get('unit', '')}" if isinstance(
+        value, (int, float)) else str(value)
+
+
+def verdict_of(deciders: list[Decider]) -> str:
+    """Pure: a scenario's verdict for one backend from its deciding criteria."""
+    outcomes = [d.outcome for d in deciders]
+    if not outcomes or all(o == "SKIP" for o in outcomes):
+        return NOT_TESTED
+    if any(o in BAD for o in outcomes):
+        return NO_FIT
+    if any(o == "SKIP" or d.why for o, d in zip(outcomes, deciders)):
+        return FINDINGS
+    return FITS
+
+
+def fits(record: Record, scenarios: dict[str, tuple[str, ...]] | None = None) -> list[Fit]:
+    """Every scenario x backend (the cluster-wide pseudo-backend aside: it decides for all)."""
+    _, backends, cells = record.matrix()
+    chosen = scenarios or record.profile.get("scenarios") or DEFAULT_SCENARIOS
+    found = []
+    for scenario, criteria in chosen.items():
+        for backend in (b for b in backends if b != CLUSTER):
+            deciders = [decider(c, cells.get((c, backend), []) + cells.get((c, CLUSTER), [])) for c in criteria]
+            found.append(Fit(scenario, backend, verdict_of(deciders), deciders))
+    return found

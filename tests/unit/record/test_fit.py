@@ -1,0 +1,78 @@
+"""Scenario fit on recorded and built records: every verdict follows from the cells its scenario names."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.config.profile import load_profile, parse_profile
+from harness.core.errors import ConfigError
+from harness.core.paths import REPO_ROOT
+from harness.record.fit import BAD, DEFAULT_SCENARIOS, FINDINGS, FITS, NO_FIT, NOT_TESTED, fits
+from harness.record.model import Record, Result, load_record
+from harness.record.render import sections
+
+RECORDS = Path(__file__).parents[2] / "fixtures" / "records"
+
+
+def result(criterion: str, backend: str, outcome: str, not_checked: str = "") -> Result:
+    check = {"name": "x", "measured": 1.0, "threshold": 2.0, "comparison": "<=", "unit": " s",
+             "not_checked": not_checked, "passed": outcome == "PASS"}
+    return Result(f"suites/x.py::{criterion}[{backend}]", criterion, backend, outcome,
+                  "skipped: no queue" if outcome == "SKIP" else "", evidence=[{"checks": [check]}])
+
+
+SCENARIOS = {"training": ("training.gang_admission", "training.queue_fairness"),
+             "sharing": ("governance.tenant_isolation",)}
+
+
+def test_each_verdict_follows_from_the_cells_its_scenario_names() -> None:
+    record = Record("r", "now", "0", "c", results=[
+        result("training.gang_admission", "a", "PASS"), result("training.queue_fairness", "a", "PASS"),
+        result("training.gang_admission", "b", "FAIL"), result("training.queue_fairness", "b", "PASS"),
+        result("training.gang_admission", "c", "PASS"), result("training.queue_fairness", "c", "SKIP"),
+        result("training.gang_admission", "d", "SKIP"), result("training.queue_fairness", "d", "SKIP"),
+        result("training.gang_admission", "e", "PASS", not_checked="no metric"),
+        result("training.queue_fairness", "e", "PASS"),
+        result("governance.tenant_isolation", "-", "FAIL"), result("governance.tenant_isolation", "a", "PASS")])
+    got = {(f.scenario, f.backend): f for f in fits(record, SCENARIOS)}
+    assert {k: f.verdict for k, f in got.items() if k[0] == "training"} == {
+        ("training", "a"): FITS, ("training", "b"): NO_FIT, ("training", "c"): FINDINGS, ("training", "d"): NOT_TESTED,
+        ("training", "e"): FINDINGS}
+    assert got[("sharing", "a")].verdict == NO_FIT  # the once-per-cluster FAIL decides for every backend
+    assert "-" not in {b for _, b in got}
+    assert got[("training", "b")].findings[0].why == "x: 1 s (wanted <= 2 s)"
+    assert "x not checked: no metric" in got[("training", "e")].findings[0].why
+
+
+def test_on_a_recorded_run_a_failed_decider_never_reads_fits_and_the_worst_of_repeats_decides() -> None:
+    record = load_record(RECORDS / "gang-schema3.json")
+    for fit in fits(record):
+        if any(d.outcome in BAD for d in fit.deciders):
+            assert fit.verdict == NO_FIT
+        if fit.verdict == FITS:
+            assert all(d.outcome == "PASS" and not d.why for d in fit.deciders)
+    repeated = copy.deepcopy(record)
+    passed = next(r for r in repeated.results if r.outcome == "PASS" and r.criterion == "training.gang_admission")
+    repeated.results.append(Result(passed.nodeid + "#2", passed.criterion, passed.backend, "FAIL"))
+    fit = next(f for f in fits(repeated) if f.backend == passed.backend and f.scenario == "batch training")
+    assert fit.verdict == NO_FIT
+
+
+def test_the_page_opens_with_the_scenario_fit() -> None:
+    html = sections(load_record(RECORDS / "gang-schema3.json"))
+    assert html.index('id="gpupoc-fit"') < html.index('id="gpupoc-verdict"')
+    assert all(s in html for s in DEFAULT_SCENARIOS) and "does not fit" in html
+
+
+def test_a_profile_names_its_own_scenarios_of_known_criteria() -> None:
+    assert load_profile(REPO_ROOT / "profiles" / "sim.yaml").scenarios == {}  # the record's defaults
+    data = yaml.safe_load((REPO_ROOT / "profiles" / "sim.yaml").read_text())
+    data["scenarios"] = {"notebooks": ["governance.queue_classes"]}
+    assert parse_profile(data, "p").scenarios == {"notebooks": ("governance.queue_classes",)}
+    data["scenarios"] = {"notebooks": ["governance.no_such"]}
+    with pytest.raises(ConfigError, match=r"scenarios.notebooks: needs known criteria, got \['governance.no_such'\]"):
+        parse_profile(data, "p")
