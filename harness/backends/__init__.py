@@ -5,6 +5,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from harness.backends.base import Backend
+from harness.backends.combined import KueueVolcanoBackend
 from harness.backends.default import DefaultBackend
 from harness.backends.kai import KaiBackend
 from harness.backends.kuberay import KubeRayBackend
@@ -13,7 +14,7 @@ from harness.backends.slurm import SlurmBackend
 from harness.backends.volcano import VolcanoBackend
 
 ALL: dict[str, Backend] = {b.name: b for b in (VolcanoBackend(), KueueBackend(), KubeRayBackend(), KaiBackend(),
-                                               DefaultBackend(), SlurmBackend())}
+                                               DefaultBackend(), SlurmBackend(), KueueVolcanoBackend())}
 
 
 def controller_deployments() -> tuple[str, ...]:

@@ -39,7 +39,8 @@ DRA = "DRA devices"                          # it places pods whose GPUs are cla
 AUTOSCALING = "autoscaled nodes"             # its jobs' pods make a Kubernetes autoscaler add nodes, and run there
 GPU_SHARING = "GPU sharing"                  # it gives pods fractions of one GPU and says which device they share
 ELASTIC_WORKERS = "elastic workers"          # a running job's worker group is resized when asked, under its queue
-CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, GANG, RETRY_POLICY, JOBS_COMPLETE,
+COMBINED = "combined schedulers"             # one project's queue and admission in front of another's placement
+CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, GANG, RETRY_POLICY, JOBS_COMPLETE,
                 PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
                 SERVED_MODEL, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
@@ -111,6 +112,7 @@ def allocated_gpus(queue: dict[str, Any], resource: str) -> float:
 class Backend(Protocol):
     name: str
     queued_by: str  # the backend whose queues hold its jobs when not its own ('')
+    placed_by: str  # the scheduler that places its pods when another component admits them ('': its own)
     jobs_on_kubernetes: bool  # its jobs are Kubernetes objects (under the queue model the run applies)
 
     @property
@@ -179,6 +181,16 @@ class Backend(Protocol):
         """The Service that reaches the model servers."""
         ...
 
+    @property
+    def sim_schedulers(self) -> tuple[str, ...]:
+        """What `gpupoc sim up --schedulers` must run for it."""
+        ...
+
+    @property
+    def queue_system(self) -> str:
+        """The key of its queues in the profile's tenants[].queues and dev_queues (whose queues hold its jobs)."""
+        ...
+
     def elastic(self, job: GangJob, max_workers: int) -> ElasticJob | None:
         """`job` (a head and `job.pods - 1` workers) as one whose workers can be resized up to `max_workers`."""
         ...
@@ -207,6 +219,7 @@ class Capabilities:
     usage_metric = ""  # PromQL of the GPUs a queue ({queue}) uses, where it has no queue object to read (Slurm)
     monitoring: Monitoring | None = None
     queued_by = ""  # the backend whose queues hold its jobs when not its own (KubeRay's RayJobs: Kueue's)
+    placed_by = ""  # the scheduler that places its pods when another component admits them (Kueue + Volcano)
     jobs_on_kubernetes = True
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
@@ -226,6 +239,8 @@ class Capabilities:
             return f"{self.name}: no queues with a GPU quota and limit"
         if capability == BORROWING and self.queue_usage is None:
             return f"{self.name}: no queue lends its idle quota and reclaims it"
+        if capability == COMBINED and not self.placed_by:
+            return f"{self.name}: one component queues, admits and places its jobs (the case is for a pair)"
         if capability == ELASTIC_WORKERS and type(self).elastic is Capabilities.elastic:
             return (f"{self.name}: resizing its running jobs is not built (the case resizes a Ray worker group, "
                     "as the Ray autoscaler asks)")
@@ -243,6 +258,16 @@ class Capabilities:
         submitter = target.seam.as_tenant if profile.submit_as == "tenant" else None
         return Workloads(target.api, self, run_id, test_id, profile.timeouts.delete, submitter,
                          simulated=target.features.simulated_gpus, workload_spec=profile.workloads)
+
+    @property
+    def queue_system(self) -> str:
+        return self.queued_by or self.name
+
+    @property
+    def sim_schedulers(self) -> tuple[str, ...]:
+        """Its queue's, its own and its placing scheduler's; none for kube-scheduler (every sim runs it)."""
+        own = () if self.name == "default" else tuple(self.name.split("-"))
+        return tuple(dict.fromkeys([*filter(None, (self.queued_by,)), *own, *filter(None, (self.placed_by,))]))
 
     def usage_from_zero(self, profile: Profile) -> float:
         raise HarnessError(f"{self.name}: its fair share does not rank tenants by recorded usage")

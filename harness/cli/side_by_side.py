@@ -37,7 +37,7 @@ from harness.targets.sim import PORT_BASE_ENV, SCHEDULERS_ENV
 # default 182 s, KAI 153 s, Slurm 92 s, KubeRay 9 s; each part adds about 100 s of its own). KubeRay goes with
 # Kueue, which queues its RayJobs; the default backend shares a part with a scheduler, as a sim runs
 # kube-state-metrics (which its monitoring case reads) only beside one.
-DEFAULT_PARTS = "kueue+kuberay,volcano,kai,slurm+default"
+DEFAULT_PARTS = "kueue+kuberay,volcano+kueue-volcano,kai,slurm+default"
 # Port ranges of the parts' sims: below the default sim's (29000), the second sims of tests and bench/ (30000,
 # 31000), make test's workers (32000, 28000, 27000) and Linux's ephemeral ports (32768 and up).
 PART_PORT_BASES = (26000, 25000, 24000, 23000, 22000, 21000)
@@ -58,7 +58,8 @@ class Part:
 
     @property
     def schedulers(self) -> str:
-        return ",".join([*(b for b in self.backends if b != "default"), *self.autoscaler]) or "none"
+        wanted = [s for b in self.backends for s in backend_registry.ALL[b].sim_schedulers]
+        return ",".join(dict.fromkeys([*wanted, *self.autoscaler])) or "none"
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "GPUPOC_HOME": str(gpupoc_home() / "parts" / self.name),
@@ -83,16 +84,11 @@ def plan(spec: str, run_id: str, autoscaler: tuple[str, ...] = ()) -> list[Part]
     twice = sorted({b for b in named if named.count(b) > 1})
     if twice:
         raise ConfigError(f"--side-by-side {spec}: {', '.join(twice)} in more than one part")
-    for group in groups:
-        for name in group:
-            queued_by = getattr(backend_registry.ALL[name], "queued_by", None)
-            if queued_by and queued_by not in group:
-                raise ConfigError(f"--side-by-side {spec}: {name} needs {queued_by} in its part ({queued_by} "
-                                  f"queues its jobs); put {name} in {queued_by}'s part")
     if not 1 <= len(groups) <= len(PART_PORT_BASES):
         raise ConfigError(f"--side-by-side {spec}: 1 to {len(PART_PORT_BASES)} parts, got {len(groups)}")
-    parts = [Part("-".join(g), g, base, f"{run_id}-{'-'.join(g)}", autoscaler)
-             for g, base in zip(groups, PART_PORT_BASES)]
+    names = ["-".join(dict.fromkeys(word for b in g for word in b.split("-"))) for g in groups]  # volcano-kueue
+    parts = [Part(name, g, base, f"{run_id}-{name}", autoscaler)
+             for name, g, base in zip(names, groups, PART_PORT_BASES)]
     long = [p.run_id for p in parts if len(p.run_id) > RUN_ID_MAX]
     if long:
         raise ConfigError(f"--run-id {run_id}: a part's run id ({long[0]}) would be over {RUN_ID_MAX} characters; "

@@ -23,6 +23,7 @@ INSTALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "volcano": (("volcano.sh",), ("volcano",)),
     "kuberay": (("ray.io",), ("kuberay", "ray-operator")),
     "kai": (("scheduling.run.ai", "kai.scheduler"), ("kai-", "run.ai")),
+    "kueue-volcano": (("kueue.x-k8s.io", "volcano.sh"), ("kueue", "volcano")),  # the pair: both install theirs
 }
 # Prometheus queries over the run's window ({window} in seconds), per scrape job.
 CPU_QUERY = "sum by (job) (increase(process_cpu_seconds_total[{window}s]))"

@@ -91,7 +91,7 @@ def run_borrowing_reclaim(api: client.ApiClient, prometheus: Prometheus, backend
     started = time.time()
     submit_and_wait_running(workloads, borrowed_jobs, f"{borrower.name} borrows up to its limit",
                             profile.timeouts.admit)
-    queue = borrower.queues[backend.name]
+    queue = borrower.queues[backend.queue_system]
     running = float(sum(j.gpus for j in borrowed_jobs))
     held_api = queue_gpus(api, usage, queue, resource, running)
     ev.note(f"{backend.name} {usage.kind} {queue}: {held_api:g} GPUs held (quota {borrower.quota_gpus}), "

@@ -62,7 +62,7 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
                        lambda objs: all(state_is(workloads, j, "queued")(objs) for j in jobs[fill:]),
                        profile.timeouts.admit)
     waiting = sum(1 for j in jobs if not state_is(workloads, j, *STARTED)(tracker.objects))
-    queue = tenant.queues.get(backend.name)
+    queue = tenant.queues.get(backend.queue_system)
     if backend.monitoring.pending and queue:
         query = backend.monitoring.pending.format(queue=queue)
         samples = poll(lambda: prometheus.instant(query), lambda s: bool(s) and s[0].value == waiting, SETTLE_S)

@@ -43,10 +43,10 @@ def fewest_gpus(intervals: list[Interval], since: float, until: float) -> int:
 
 def run_queue_classes(workloads: JobSystem, backend: Backend, profile: Profile, ev: Evidence) -> None:
     tenant = profile.tenants[0]
-    dev_queue = tenant.dev_queues.get(backend.name)
+    dev_queue = tenant.dev_queues.get(backend.queue_system)
     if not dev_queue:
         pytest.skip(f"tenant {tenant.name} has no {backend.name} development queue in the profile "
-                    f"(tenants[].dev_queues.{backend.name})")
+                    f"(tenants[].dev_queues.{backend.queue_system})")
     size = profile.gpu.job_sizes.get("medium", profile.gpu.per_node)
     capacity = gpu_nodes(workloads, profile) * profile.gpu.per_node
     priorities = profile.workloads.pod_defaults  # the reference model's priority classes, or the cluster's own

@@ -57,7 +57,7 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
     asks = [(first, GpuShare(0.5)), (first, GpuShare(0.25)), (second, GpuShare(0.5)),
             (second, GpuShare(memory_mib=int(round(memory / 4, -3))))]
     usage, resource = backend.queue_usage, profile.gpu.resource
-    queues = {t.name: t.queues.get(backend.name, "") for t in (first, second)}
+    queues = {t.name: t.queues.get(backend.queue_system, "") for t in (first, second)}
     before = {t: queue_held(workloads.api, usage, q, resource) if q else 0.0 for t, q in queues.items()}
     jobs = [GangJob(workloads.job_name(f"share-{i}"), tenant, 1, 0, run_for_s=LONG_RUN_S, gpu_share=share)
             for i, (tenant, share) in enumerate(asks)]

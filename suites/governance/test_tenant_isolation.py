@@ -240,17 +240,16 @@ def test_queue_isolation(target: Target, backend: Backend, workloads: JobSystem,
     if len(queue_model.tenants) < 2:
         pytest.skip("the profile has one tenant: there is no other tenant's queue")
     me, other = queue_model.tenants[0], queue_model.tenants[1]
-    theirs = other.queues.get(backend.name)
+    theirs = other.queues.get(backend.queue_system)
     if not theirs:
         pytest.skip(f"tenant {other.name} has no {backend.name} queue in the profile")
     attempts = workloads.cross_tenant_attempts(me, other)  # a job system's own users (Slurm); None on Kubernetes
     if attempts is not None:
         check_attempts(ev, attempts, f"{backend.name}: who tried what on the other tenant's jobs, expected, got",
                        "jobs")
-    intruder = GangJob(workloads.job_name("other-queue"), Tenant(me.name, me.namespace, me.identity, me.weight,
-                                                                 me.quota_gpus, {**me.queues, backend.name: theirs},
-                                                                 me.context, me.limit_gpus),
-                       1, 1, run_for_s=60)
+    mine_naming_theirs = Tenant(me.name, me.namespace, me.identity, me.weight, me.quota_gpus,
+                                {**me.queues, backend.queue_system: theirs}, me.context, me.limit_gpus)
+    intruder = GangJob(workloads.job_name("other-queue"), mine_naming_theirs, 1, 1, run_for_s=60)
     window = queue_model.threshold(CRITERION.id, "held_for_s")
     submitted = time.time()
     try:

@@ -168,3 +168,15 @@ def test_kuberay_resizes_an_elastic_ray_cluster_and_the_others_say_why_not(team:
     for name in ("default", "kueue", "volcano", "kai", "slurm"):
         assert "not built" in (backends.ALL[name].lacks("elastic workers", "sim") or "")
     assert backends.ALL["kuberay"].lacks("elastic workers", "sim") is None
+
+
+def test_kueue_in_front_of_volcano_queues_the_job_and_names_volcano_for_its_gang(team: Any) -> None:
+    """Kueue's batch Job (its LocalQueue), Volcano's scheduler for the pods, and the gang's size where Volcano's
+    pod-group controller reads it (the Job's group-min-member annotation); the others lack the pair's case."""
+    pair = backends.ALL["kueue-volcano"]
+    [job] = pair.manifests(GangJob("g", team, pods=2, gpus_per_pod=8))
+    assert (job["kind"], job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]) == ("Job", "team-a")
+    assert job["metadata"]["annotations"] == {"scheduling.volcano.sh/group-min-member": "2"}
+    assert job["spec"]["template"]["spec"]["schedulerName"] == "volcano"
+    assert pair.sim_schedulers == ("kueue", "volcano") and pair.lacks("combined schedulers", "sim") is None
+    assert all(backends.ALL[n].lacks("combined schedulers", "sim") for n in backends.ALL if n != "kueue-volcano")

@@ -11,7 +11,10 @@ from harness.core.errors import ConfigError
 def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() -> None:
     parts = plan(DEFAULT_PARTS, "poc-20261203-120000")
     assert sorted(b for p in parts for b in p.backends) == sorted(["default", "kai", "kuberay", "kueue", "slurm",
-                                                                   "volcano"])
+                                                                   "volcano", "kueue-volcano"])
+    pair = next(p for p in parts if "kueue-volcano" in p.backends)  # Kueue in front of Volcano: both run there
+    assert (pair.name, pair.schedulers) == ("volcano-kueue", "volcano,kueue")
+    assert plan("kuberay", "r")[0].schedulers == "kueue,kuberay"  # Kueue queues its RayJobs
     assert len({p.port_base for p in parts}) == len(parts) and all(b + 700 < 29000 for b in PART_PORT_BASES)
     slurm = next(p for p in parts if "slurm" in p.backends)
     assert slurm.schedulers == "slurm" and slurm.run_id == "poc-20261203-120000-slurm-default"
@@ -24,7 +27,6 @@ def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() ->
 @pytest.mark.parametrize(("spec", "says"), [
     ("kueue+ray", r"unknown backend\(s\) ray"),
     ("kueue,volcano+kueue", "kueue in more than one part"),
-    ("kueue,kuberay+default", "kuberay needs kueue in its part"),
     (",".join(["kueue", "volcano", "kuberay", "kai", "default", "slurm", "kueue"]), "kueue in more than one part"),
 ])
 def test_a_bad_spec_is_one_line(spec: str, says: str) -> None:

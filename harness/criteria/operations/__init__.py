@@ -1,0 +1,1 @@
+"""Operations criteria (ACCEPTANCE.md, Operations 1-3)."""

@@ -1,0 +1,60 @@
+"""The operations suite on the sim: schedulers combined (Kueue in front of Volcano) passing with the pair's gang
+held whole, and FAILing, with the measured value, when the jobs bypass the queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from harness.backends import Backend
+from harness.backends.kueue import QUEUE_LABEL
+from harness.config.profile import Profile
+from harness.core.errors import CriterionViolation
+from harness.criteria.operations.combined import CRITERION
+from harness.jobs.kubernetes import Workloads
+from harness.jobs.model import GangJob
+from harness.record.evidence import Evidence
+from harness.record.model import load_record
+from harness.run.outcomes import load_expected, unexpected
+from suites.operations.test_combined import combined_run
+from tests.suites.test_governance import suite
+
+
+def test_kueue_in_front_of_volcano_holds_the_gang_and_binds_nothing_before_admission(
+        tmp_path: Path, sim_api: client.ApiClient) -> None:
+    result = suite("suites/operations/test_combined.py", "suites/training/test_gang_admission.py",
+                   "--backends=kueue-volcano,kueue", "--run-id=operations", f"--reports-dir={tmp_path}")
+    record = load_record(tmp_path / "operations" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    assert {("operations.combined", "kueue-volcano", "PASS"), ("training.gang_admission", "kueue-volcano", "PASS"),
+            ("operations.combined", "kueue", "SKIP")} <= set(outcomes), outcomes
+    combined = next(r for r in record.results if r.criterion == "operations.combined" and r.backend != "kueue")
+    rows = combined.evidence[0]["tables"]["who owned each job"]
+    assert all(r["placement"].startswith("volcano (PodGroup ") and r["admission"].startswith("Kueue: Workload ")
+               and r["lifecycle"].startswith("Job ") for r in rows), rows
+
+
+@pytest.mark.parametrize("backend", ["kueue-volcano"], indirect=True)
+def test_combined_fails_when_the_jobs_bypass_the_queue(sim_api: client.ApiClient, backend: Backend,
+                                                       workloads: Workloads, queue_model: Profile,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Kueue's queue label Kueue never sees the Jobs (manageJobsWithoutQueueName is off) and Volcano places
+    them at once: every pod is bound with no admission."""
+    manifests = backend.manifests
+
+    def without_the_queue(job: GangJob) -> list[dict[str, Any]]:
+        found = manifests(job)
+        for manifest in found:
+            manifest["metadata"]["labels"].pop(QUEUE_LABEL, None)
+        return found
+
+    monkeypatch.setattr(backend, "manifests", without_the_queue)
+    evidence = Evidence.of(CRITERION, backend.name, queue_model.thresholds[CRITERION.id])
+    with pytest.raises(CriterionViolation, match=r"max_pods_bound_before_admission: [1-9]\d* pods \(wanted <= 0 "
+                                                 r"pods\).*the job left out: [^:]+: unknown to the queue"):
+        combined_run(workloads, queue_model, evidence)
