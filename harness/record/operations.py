@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from harness.record.model import Result
+from harness.record.model import Record, Result
+from harness.record.verdict import SEVERITY
 
 NOT_MEASURED = "not measured"
 MIB = 1024 * 1024
@@ -140,3 +141,50 @@ def failure_signs(results: list[Result]) -> dict[str, Any]:
                                                           key=lambda i: (not i[0].startswith("Warning"), -i[1], i[0]))],
             "logs": logs, "other": other, "crashes": crashes,
             "left behind": [line for r in results for line in r.leftovers]}
+
+
+RESTART_CRITERION = "training.control_plane_recovery"
+
+
+def answers(record: Record, backend: str) -> dict[str, str]:
+    """Pure: the operations answers a review asks of a backend, from what the run measured: how it behaved when its
+    controllers were restarted (the recovery case), which of its failures the evidence locates (events or logs
+    captured, or a scheduler's reason in the message), and which backends shared its cluster during the run."""
+    mine = [r for r in record.results if r.backend == backend]
+    restart = [r for r in mine if r.criterion == RESTART_CRITERION]
+    if not restart:
+        restarted = "not measured: the control-plane recovery case did not run on it"
+    else:
+        worst_first = sorted(restart, key=lambda r: -SEVERITY.get(r.outcome, 0))
+        result = worst_first[0]
+        restarted = f"{result.outcome}: " + (measured_values(result) if result.outcome != "SKIP"
+                                             else (result.message.strip().splitlines() or ["skipped"])[0])
+    bad = [r for r in mine if r.outcome in FAILURE_OUTCOMES]
+    unlocated = [r.criterion for r in bad if not locates(r)]
+    located = (f"{len(bad) - len(unlocated)} of {len(bad)} located by events, logs or a reason string"
+               + (f"; not located: {', '.join(unlocated)}" if unlocated else "")) if bad else "no failures"
+    return {"when restarted": restarted, "failures located": located,
+            "shared its cluster with": ", ".join(cluster_mates(record, backend)) or "no other backend"}
+
+
+def measured_values(result: Result) -> str:
+    checks = [c for e in result.evidence for c in e.get("checks", []) if not c.get("not_checked")]
+    told = [f"{c['name']} {'nothing measured' if c.get('measured') is None else c['measured']}"
+            f"{c.get('unit', '')} (wanted {c['comparison']} {c['threshold']:g})" for c in checks]
+    return "; ".join(told) or "no checks"
+
+
+def locates(result: Result) -> bool:
+    """Its evidence names where it failed: events or logs captured, or a reason the scheduler or job gave."""
+    diagnostics = [d for e in result.evidence for d in e.get("diagnostics", [])]
+    return bool(diagnostics) or any(word in result.message for word in ("reason", "Unschedulable", "message:",
+                                                                        "couldn't", "insufficient", "refused"))
+
+
+def cluster_mates(record: Record, backend: str) -> list[str]:
+    """The other backends whose cases ran on the same cluster: its part's (side by side), else the whole run's."""
+    parts = (record.target or {}).get("parts") or []
+    for part in parts:
+        if backend in part.get("backends", []):
+            return [b for b in part["backends"] if b != backend]
+    return sorted({r.backend for r in record.results} - {backend, "-"}) if not parts else []

@@ -12,7 +12,7 @@ import yaml
 from harness.record.charts import evidence_charts
 from harness.record.fit import FINDINGS, FITS, NO_FIT, NOT_TESTED, fits
 from harness.record.model import Record, Result
-from harness.record.operations import failure_signs
+from harness.record.operations import answers, failure_signs
 from harness.record.verdict import SEVERITY, environment_line, title, verdicts, worst
 
 __all__ = ["SEVERITY", "worst", "short", "label", "sections", "page"]
@@ -48,7 +48,7 @@ def sections(record: Record) -> str:
     return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
                            fit=fit_table(record),
                            label=label, verdicts=verdicts(record), environment=environment_line(record),
-                           signs=signs, as_yaml=as_yaml, charts=lambda e: evidence_charts(e))
+                           signs=signs, answers={b: answers(record, b) for b in backends}, as_yaml=as_yaml, charts=lambda e: evidence_charts(e))
 
 
 def fit_table(record: Record) -> dict[str, Any]:

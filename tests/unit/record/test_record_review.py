@@ -79,7 +79,8 @@ def test_environment_in_one_line_and_title_name_run_and_target() -> None:
 
 def test_page_opens_with_the_verdict_then_operations_beside_the_matrix_and_samples_in_evidence() -> None:
     html = sections(load_record(NEW))
-    assert html.index('id="gpupoc-fit"') < html.index('id="gpupoc-verdict"') < html.index('id="gpupoc-environment"') < html.index(
+    assert html.index('id="gpupoc-fit"') < html.index('id="gpupoc-verdict"')
+    assert html.index('id="gpupoc-verdict"') < html.index('id="gpupoc-environment"') < html.index(
         'id="gpupoc-matrix"') < html.index('id="gpupoc-operations"') < html.index('id="gpupoc-evidence"')
     assert "kueue-validating-webhook-configuration" in html and "kueue.x-k8s.io" in html
     assert "Task samples: what this case submitted (2 shapes, 2 objects)" in html
@@ -165,3 +166,29 @@ def test_a_list_the_runner_may_not_make_is_said_not_fatal() -> None:
         raise client.ApiException(status=403, reason="Forbidden")
     assert readable(refused) == ([], "not readable by the runner: 403 Forbidden")
     assert readable(lambda: ["x"]) == (["x"], "")
+
+
+def test_operations_answers_come_from_what_the_run_measured() -> None:
+    """When restarted: the recovery case's values; failures located by their captured events; who shared the
+    cluster: the backend's part, side by side, else the whole run."""
+    check = {"name": "first_admission_after_restart_s", "measured": 3.2, "threshold": 30, "comparison": "<=",
+             "unit": " s", "not_checked": "", "passed": True}
+    record = copy.deepcopy(load_record(NEW))
+    record.results += [
+        Result("r[kueue]", "training.control_plane_recovery", "kueue", "PASS", evidence=[{"checks": [check]}]),
+        Result("f[kueue]", "training.queue_fairness", "kueue", "FAIL", "late tenant waited",
+               evidence=[{"diagnostics": ["12:00:01 Warning FailedScheduling pod/x: 0/4 nodes"]}]),
+        Result("g[kueue]", "training.queue_wait", "kueue", "FAIL", "no detail")]
+    got = operations.answers(record, "kueue")
+    assert got["when restarted"] == "PASS: first_admission_after_restart_s 3.2 s (wanted <= 30)"
+    assert got["failures located"] == ("1 of 2 located by events, logs or a reason string; not located: "
+                                       "training.queue_wait")
+    assert set(got["shared its cluster with"].split(", ")) == {b for b in {r.backend for r in record.results}
+                                                              if b not in ("kueue", "-")}
+    record.target["parts"] = [{"name": n, "run_id": n, "target": {}, "backends": b}
+                              for n, b in (("kueue", ["kueue"]), ("x", ["volcano", "kai"]))]
+    assert operations.answers(record, "kai")["shared its cluster with"] == "volcano"
+    assert operations.answers(record, "kueue")["shared its cluster with"] == "no other backend"
+    assert "not measured: the control-plane recovery case did not run" in operations.answers(record, "kai")[
+        "when restarted"]
+    assert "when restarted" in sections(load_record(NEW)) and "shared its cluster with" in sections(load_record(NEW))
