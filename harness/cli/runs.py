@@ -17,7 +17,9 @@ from harness.config.options import OPTIONS, RunConfig
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
 from harness.record.compare import compare
+from harness.record.merge import repeated
 from harness.record.model import load_record
+from harness.record.render import page
 from harness.record.trend import write_trend
 from harness.run import outcomes
 from harness.setup.references import describe_missing, missing_references
@@ -74,6 +76,7 @@ def run_suites(args: argparse.Namespace) -> int:
     if len(run_ids) > 1:
         reports = Path(args.reports_dir) if args.reports_dir else REPO_ROOT / "reports"
         write_comparison([reports / r / "record.json" for r in run_ids], reports / f"{base}-comparison.html")
+        write_repeated(base, [reports / r / "record.json" for r in run_ids], reports / base)
     return worst
 
 
@@ -105,6 +108,19 @@ def write_comparison(records: list[Path], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(compare(records))
     print(f"gpupoc: comparison of {len(records)} runs written to {out}")
+
+
+def write_repeated(run_id: str, records: list[Path], folder: Path) -> None:
+    """One record of the K runs: each cell's K outcomes, each value's spread, the worst deciding."""
+    found = [load_record(p) for p in records if p.exists()]
+    if not found:
+        print(f"gpupoc: no record of the {len(records)} runs to put together")
+        return
+    record = repeated(run_id, found)
+    folder.mkdir(parents=True, exist_ok=True)
+    record.write(folder / "record.json")
+    (folder / "record.html").write_text(page(record))
+    print(f"gpupoc: the {len(found)} runs in one record: {folder / 'record.html'} (JSON: {folder / 'record.json'})")
 
 
 def command(args: argparse.Namespace) -> int:

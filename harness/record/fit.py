@@ -69,15 +69,28 @@ def decider(criterion: str, results: list[Result]) -> Decider:
     else:
         gaps = [c for r in results for c in unchecked(r)]
         why = "; ".join(f"{c['name']} not checked: {c['not_checked']}" for c in gaps)
-    checks = [c for e in result.evidence for c in e.get("checks", []) if not c.get("not_checked")]
-    measured = "; ".join(f"{c['name']} {_value(c)} ({c['comparison']} {c['threshold']:g})" for c in checks)
-    return Decider(criterion, result.outcome, why, result.cell_id, measured)
+    return Decider(criterion, result.outcome, why, result.cell_id, measured(results))
 
 
-def _value(check: dict[str, object]) -> str:
-    value = check.get("measured")
-    return "nothing" if value is None else f"{value:g}{check.get('unit', '')}" if isinstance(
-        value, (int, float)) else str(value)
+def measured(results: list[Result]) -> str:
+    """Each check against its threshold: its value, or over repeated runs its spread (lowest to highest)."""
+    values: dict[str, list[str | float]] = {}
+    wanted: dict[str, str] = {}
+    for result in results:
+        for check in (c for e in result.evidence for c in e.get("checks", []) if not c.get("not_checked")):
+            value = check.get("measured")
+            values.setdefault(check["name"], []).append(value if isinstance(value, (int, float)) else "nothing")
+            wanted[check["name"]] = f"{check['comparison']} {check['threshold']:g}{check.get('unit', '')}"
+    told = []
+    for name, found in values.items():
+        numbers = sorted(v for v in found if isinstance(v, (int, float)))
+        if len(found) == 1:
+            shown = f"{found[0]:g}" if numbers else "nothing"
+        else:
+            shown = (f"{numbers[0]:g} to {numbers[-1]:g}" if numbers else "nothing") + f" over {len(found)} runs" + (
+                f", {len(found) - len(numbers)} with nothing measured" if len(numbers) < len(found) else "")
+        told.append(f"{name} {shown} ({wanted[name]})")
+    return "; ".join(told)
 
 
 def verdict_of(deciders: list[Decider]) -> str:

@@ -49,3 +49,18 @@ def merge(run_id: str, parts: list[tuple[str, Record]]) -> Record:
         profile=first.profile, results=results,
         finished_at=max(p.finished_at for _, p in parts), interrupted=any(p.interrupted for _, p in parts),
         runner=first.runner, operations={b: o for _, p in parts for b, o in p.operations.items()})
+
+
+def repeated(run_id: str, runs: list[Record]) -> Record:
+    """One record of `gpupoc run --repeat K`: every run's results, each named by its run, so a cell holds its K
+    outcomes (the verdict and the scenario fit take the worst) and each value's spread shows beside them."""
+    if not runs:
+        raise ValueError("no run records to put together")
+    first, last = runs[0], runs[-1]
+    results = [replace(r, nodeid=f"{run.run_id}: {r.nodeid}",
+                       evidence=[{**e, "statement": f"[run {run.run_id}] {e.get('statement', '')}"}
+                                 for e in r.evidence])
+               for run in runs for r in run.results]
+    return replace(last, run_id=run_id, started_at=min(r.started_at for r in runs), results=results,
+                   target={**first.target, "repeats": [r.run_id for r in runs]},
+                   finished_at=max(r.finished_at for r in runs), interrupted=any(r.interrupted for r in runs))

@@ -12,6 +12,7 @@ from harness.config.profile import load_profile, parse_profile
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
 from harness.record.fit import BAD, DEFAULT_SCENARIOS, FINDINGS, FITS, NO_FIT, NOT_TESTED, fits
+from harness.record.merge import repeated
 from harness.record.model import Record, Result, load_record
 from harness.record.render import sections
 
@@ -76,3 +77,23 @@ def test_a_profile_names_its_own_scenarios_of_known_criteria() -> None:
     data["scenarios"] = {"notebooks": ["governance.no_such"]}
     with pytest.raises(ConfigError, match=r"scenarios.notebooks: needs known criteria, got \['governance.no_such'\]"):
         parse_profile(data, "p")
+
+
+def test_a_repeated_record_holds_every_runs_outcome_and_spread_and_the_worst_decides() -> None:
+    first = load_record(RECORDS / "gang-schema3.json")
+    second = copy.deepcopy(first)
+    second.run_id = "again"
+    target = next(r for r in second.results if r.outcome == "PASS" and r.evidence and r.evidence[0].get("checks"))
+    target.outcome = "FAIL"
+    target.evidence[0]["checks"][0]["measured"] = 99.0
+    record = repeated("both", [first, second])
+    assert record.target["repeats"] == [first.run_id, "again"] and len(record.results) == 2 * len(first.results)
+    assert len({r.nodeid for r in record.results}) == len(record.results)
+    _, _, cells = record.matrix()
+    assert len(cells[(target.criterion, target.backend)]) == 2  # the cell shows both runs' outcomes
+    fit = next(f for f in fits(record) if f.backend == target.backend
+               and target.criterion in [d.criterion for d in f.deciders])
+    assert fit.verdict == NO_FIT
+    told = next(d for d in fit.deciders if d.criterion == target.criterion).measured
+    assert " to 99 over 2 runs" in told, told
+    assert "2 runs (h2-look2, again)" in sections(record) and "take the worst" in sections(record)
