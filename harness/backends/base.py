@@ -267,7 +267,8 @@ class Capabilities:
     def sim_schedulers(self) -> tuple[str, ...]:
         """Its queue's, its own and its placing scheduler's; none for kube-scheduler (every sim runs it)."""
         own = () if self.name == "default" else tuple(self.name.split("-"))
-        return tuple(dict.fromkeys([*filter(None, (self.queued_by,)), *own, *filter(None, (self.placed_by,))]))
+        placing = (self.placed_by,) if self.placed_by and self.placed_by != "kube-scheduler" else ()
+        return tuple(dict.fromkeys([*filter(None, (self.queued_by,)), *own, *placing]))
 
     def usage_from_zero(self, profile: Profile) -> float:
         raise HarnessError(f"{self.name}: its fair share does not rank tenants by recorded usage")

@@ -87,6 +87,9 @@ def plan(spec: str, run_id: str, autoscaler: tuple[str, ...] = ()) -> list[Part]
     if not 1 <= len(groups) <= len(PART_PORT_BASES):
         raise ConfigError(f"--side-by-side {spec}: 1 to {len(PART_PORT_BASES)} parts, got {len(groups)}")
     names = ["-".join(dict.fromkeys(word for b in g for word in b.split("-"))) for g in groups]  # volcano-kueue
+    if len(set(names)) < len(names):
+        raise ConfigError(f"--side-by-side {spec}: two parts would share the name "
+                          f"{next(n for n in names if names.count(n) > 1)} (and its sim's state): group them otherwise")
     parts = [Part(name, g, base, f"{run_id}-{name}", autoscaler)
              for name, g, base in zip(names, groups, PART_PORT_BASES)]
     long = [p.run_id for p in parts if len(p.run_id) > RUN_ID_MAX]

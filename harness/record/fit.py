@@ -72,25 +72,47 @@ def decider(criterion: str, results: list[Result]) -> Decider:
     return Decider(criterion, result.outcome, why, result.cell_id, measured(results))
 
 
+def run_of(result: Result) -> str:
+    """The run a result came from in a record of repeated runs (its node id is prefixed "RUN: "), else ''."""
+    return result.nodeid.split(": ", 1)[0] if ": " in result.nodeid else ""
+
+
 def measured(results: list[Result]) -> str:
-    """Each check against its threshold: its value, or over repeated runs its spread (lowest to highest)."""
-    values: dict[str, list[str | float]] = {}
+    """Each check against its threshold: its value; over repeated runs its spread, lowest to highest, and how many
+    runs measured nothing (a run that errored with no checks included); over a merged case's parts (one result,
+    an evidence per part) the same per part."""
+    runs = sorted({run_of(r) for r in results})
+    values: dict[str, list[float]] = {}
+    seen: dict[str, set[str]] = {}  # check -> the runs (or parts) that gave it
     wanted: dict[str, str] = {}
     for result in results:
-        for check in (c for e in result.evidence for c in e.get("checks", []) if not c.get("not_checked")):
-            value = check.get("measured")
-            values.setdefault(check["name"], []).append(value if isinstance(value, (int, float)) else "nothing")
-            wanted[check["name"]] = f"{check['comparison']} {check['threshold']:g}{check.get('unit', '')}"
+        for index, evidence in enumerate(result.evidence):
+            for check in (c for c in evidence.get("checks", []) if not c.get("not_checked")):
+                name, value = check["name"], check.get("measured")
+                values.setdefault(name, [])
+                if isinstance(value, (int, float)):
+                    values[name].append(float(value))
+                seen.setdefault(name, set()).add(run_of(result) if len(runs) > 1 else f"{result.nodeid}#{index}")
+                wanted[name] = f"{check['comparison']} {check['threshold']:g}{check.get('unit', '')}"
     told = []
-    for name, found in values.items():
-        numbers = sorted(v for v in found if isinstance(v, (int, float)))
-        if len(found) == 1:
-            shown = f"{found[0]:g}" if numbers else "nothing"
-        else:
-            shown = (f"{numbers[0]:g} to {numbers[-1]:g}" if numbers else "nothing") + f" over {len(found)} runs" + (
-                f", {len(found) - len(numbers)} with nothing measured" if len(numbers) < len(found) else "")
+    for name, numbers in values.items():
+        numbers.sort()
+        over, unit = (len(runs), "runs") if len(runs) > 1 else (len(seen[name]), "parts")
+        shown = (f"{numbers[0]:g}" if len(numbers) == 1 else f"{numbers[0]:g} to {numbers[-1]:g}") if numbers \
+            else "nothing"
+        if over > 1:
+            nothing = over - len(seen[name]) if unit == "runs" else over - len(numbers)
+            shown += f" over {over} {unit}" + (f", {nothing} with nothing measured" if nothing > 0 else "")
         told.append(f"{name} {shown} ({wanted[name]})")
     return "; ".join(told)
+
+
+def deciding(own: list[Result], cluster: list[Result]) -> list[Result]:
+    """The results that decide a criterion for a backend: its own and the cluster's, except that a backend that
+    skipped its own case is not passed by the cluster's (its SKIP is the finding)."""
+    if own and all(r.outcome == "SKIP" for r in own):
+        return own
+    return own + cluster
 
 
 def verdict_of(deciders: list[Decider]) -> str:
@@ -112,6 +134,7 @@ def fits(record: Record, scenarios: dict[str, tuple[str, ...]] | None = None) ->
     found = []
     for scenario, criteria in chosen.items():
         for backend in (b for b in backends if b != CLUSTER):
-            deciders = [decider(c, cells.get((c, backend), []) + cells.get((c, CLUSTER), [])) for c in criteria]
+            deciders = [decider(c, deciding(cells.get((c, backend), []), cells.get((c, CLUSTER), [])))
+                        for c in criteria]
             found.append(Fit(scenario, backend, verdict_of(deciders), deciders))
     return found

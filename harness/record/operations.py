@@ -177,8 +177,8 @@ def measured_values(result: Result) -> str:
 def locates(result: Result) -> bool:
     """Its evidence names where it failed: events or logs captured, or a reason the scheduler or job gave."""
     diagnostics = [d for e in result.evidence for d in e.get("diagnostics", [])]
-    return bool(diagnostics) or any(word in result.message for word in ("reason", "Unschedulable", "message:",
-                                                                        "couldn't", "insufficient", "refused"))
+    return bool(diagnostics) or any(word in result.message for word in ("Unschedulable", "couldn't", "insufficient",
+                                                                        "refused", "FailedScheduling"))
 
 
 def cluster_mates(record: Record, backend: str) -> list[str]:

@@ -52,7 +52,7 @@ def run_queue_classes(workloads: JobSystem, backend: Backend, profile: Profile, 
     priorities = profile.workloads.pod_defaults  # the reference model's priority classes, or the cluster's own
     training = [GangJob(workloads.job_name(f"train-{i}"), tenant, 1, size, run_for_s=LONG_RUN_S,
                         priority_class=priorities.low_priority_class) for i in range(capacity // size)]
-    developer = replace(tenant, queues={**tenant.queues, backend.name: dev_queue})
+    developer = replace(tenant, queues={**tenant.queues, backend.queue_system: dev_queue})
     session = GangJob(workloads.job_name("notebook"), developer, 1, 1, run_for_s=LONG_RUN_S,
                       priority_class=priorities.high_priority_class, restart_on_failure=False)
     ev.note(f"{tenant.name}'s training fills the {capacity} GPUs with {len(training)} jobs of {size} GPUs (low "

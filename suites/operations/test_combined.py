@@ -23,10 +23,13 @@ from harness.jobs.model import GangJob
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
-from suites.training.common import belongs, gpu_nodes, require
+from harness.jobs.model import ADMITTED, RUNNING
+from suites.training.common import LONG_RUN_S, belongs, bound_pods, gpu_nodes, require, state_is
 
 NODES_PER_JOB = 2
 RUN_FOR_S = 5.0
+GRACE_S = 15.0  # how long past its threshold the urgent job's placement is waited for
+UNPLACEABLE_LABEL = "gpupoc.io/no-node-has-this"  # a node selector no node matches: a job that cannot be placed
 
 
 def test_combined(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
@@ -44,7 +47,7 @@ def combined_run(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
             f"cluster holds; each runs {RUN_FOR_S:g} s")
     queued = workloads.jobs(tenant.namespace)
     pods = workloads.members(tenant.namespace)
-    held: list[str] = []
+    held: list[str] = []  # the cluster full: what the job left out looked like
 
     def short(_event: str, _pod: dict[str, Any]) -> None:  # the cluster full: the last job, as it waits
         running = sum(1 for p in pods.objects.values() if running_pod(p))
@@ -64,26 +67,100 @@ def combined_run(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
                                               f"{sum(j.pods for j in jobs)} pods succeeded")
     except WaitTimeout as exc:
         ev.note(str(exc))
-    end = time.time()
-    seen = {**pods.gone, **pods.objects}
+    rows, before, unplaced = tally(workloads, jobs, time.time())
+    ev.note("while the cluster was full, the job left out: " + ("; ".join(held) or "none seen waiting"))
+    if any(workloads.status_of(j, {**queued.gone, **queued.objects}) for j in jobs):
+        urgent_rows, urgent_before = preempting_an_enqueued_job(workloads, profile, ev)
+    else:  # the jobs bypassed the queue: there is no admission to preempt for
+        urgent_rows, urgent_before = [], 0
+        ev.not_checked("max_preemptor_unplaced_s", "no job of the case reached the queue")
+    ev.expect("max_pods_bound_before_admission", before + urgent_before)
+    ev.expect("max_admitted_unplaced_s", round(max(unplaced), 1) if unplaced else None)
+    ev.tables["who owned each job"] = rows + urgent_rows
+    ev.verdict()
+
+
+def tally(workloads: JobSystem, jobs: list[GangJob], end: float) -> tuple[list[dict[str, Any]], int, list[float]]:
+    """Per job: who owned it (a table row), its pods bound before its admission, its admission to placement."""
+    queued, pods = workloads.jobs(jobs[0].tenant.namespace), workloads.members(jobs[0].tenant.namespace)
+    seen, workload_objects = {**pods.gone, **pods.objects}, {**queued.gone, **queued.objects}
     rows, before, unplaced = [], 0, []
     for job in jobs:
         mine = [p for p in seen.values() if belongs(p, job)]
-        status = workloads.status_of(job, {**queued.gone, **queued.objects})
+        status = workloads.status_of(job, workload_objects)
         admitted = epoch(status.admitted_at) if status else None
         bound = [scheduled_at(p) for p in mine]
         before += bound_before(admitted, bound)
         wait = unplaced_s(admitted, bound, job.pods, end)
         if wait is not None:
             unplaced.append(wait)
-        workload = next((w for w in {**queued.gone, **queued.objects}.values() if owned_by(w, job)), None)
+        workload = next((w for w in workload_objects.values() if owned_by(w, job)), None)
         rows.append({"job": job.name, **owners(workload, mine),
                      "admitted to placed s": round(wait, 1) if wait is not None else "never admitted"})
-    ev.expect("max_pods_bound_before_admission", before)
-    ev.expect("max_admitted_unplaced_s", round(max(unplaced), 1) if unplaced else None)
-    ev.tables["who owned each job"] = rows
-    ev.note("while the cluster was full, the job left out: " + ("; ".join(held) or "none seen waiting"))
-    ev.verdict()
+    return rows, before, unplaced
+
+
+def preempting_an_enqueued_job(workloads: JobSystem, profile: Profile,
+                               ev: Evidence) -> tuple[list[dict[str, Any]], int]:
+    """The queue preempts a job the placing scheduler has taken in but cannot place (its pods fit no node, on
+    purpose), to admit an urgent one: the urgent job must still be placed, on the node left free. Its rows, and
+    its pods bound before its admission; the seconds from its admission to placement go into the evidence."""
+    tenant, per_node = profile.tenants[0], profile.gpu.per_node
+    classes = profile.workloads.pod_defaults
+    fillers = [GangJob(workloads.job_name(f"fill-{i}"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
+                       priority_class=classes.low_priority_class)
+               for i in range(gpu_nodes(workloads, profile) - 1)]
+    stuck = GangJob(workloads.job_name("unplaceable"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
+                    priority_class=classes.low_priority_class, node_selector={UNPLACEABLE_LABEL: "true"})
+    urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
+                     priority_class=classes.high_priority_class)
+    queued, pods = workloads.jobs(tenant.namespace), workloads.members(tenant.namespace)
+    for job in fillers:
+        workloads.submit(job)
+    pods.wait_until("low-priority work on every node but one", lambda o: all(bound_pods(o, j) == 1 for j in fillers),
+                    profile.timeouts.admit)
+    workloads.submit(stuck)
+    try:
+        queued.wait_until(f"{stuck.name} admitted (its pods fit no node)", state_is(workloads, stuck, ADMITTED,
+                                                                                     RUNNING), profile.timeouts.admit)
+        pods.wait_until(f"{stuck.name} tried by the placing scheduler (its pod marked unschedulable)",
+                        lambda o: any(belongs(p, stuck) and refused(p) for p in o.values()), profile.timeouts.admit)
+    except WaitTimeout as exc:
+        ev.not_checked("max_preemptor_unplaced_s", f"the job to preempt could not be set up: {exc}")
+        return [], 0
+    workloads.submit(urgent)
+    submitted = time.time()
+    limit = ev.thresholds["max_admitted_unplaced_s"] + GRACE_S
+    try:
+        queued.wait_until(f"{urgent.name} admitted", state_is(workloads, urgent, ADMITTED, RUNNING),
+                          profile.timeouts.admit)
+        pods.wait_until(f"{urgent.name} placed on the free node", lambda o: bound_pods(o, urgent) == 1, limit,
+                        describe=lambda o: ", ".join(f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')}"
+                                                     for p in o.values() if belongs(p, urgent)) or "no pod yet")
+    except WaitTimeout as exc:
+        ev.note(f"preemption across the two: {exc}")
+    end = time.time()
+    [stuck_row], _, _ = tally(workloads, [stuck], end)
+    stuck_row["admitted to placed s"] = "preempted by the queue; its pods fit no node, on purpose"
+    urgent_rows, before, waits = tally(workloads, [urgent], end)
+    urgent_pod = next((p for p in pods.objects.values() if belongs(p, urgent)), None)
+    why = next((c.get("message", "") for c in ((urgent_pod or {}).get("status") or {}).get("conditions") or []
+                if c.get("type") == "PodScheduled" and c.get("status") != "True"), "")
+    stuck_state = workloads.status_of(stuck, queued.objects)
+    ev.note(f"preemption across the two: {len(fillers)} low-priority jobs on all nodes but one, {stuck.name} "
+            f"admitted but fitting no node, then {urgent.name} (high priority): {stuck.name} "
+            f"{stuck_state.state if stuck_state else 'gone'}, {urgent.name} "
+            + (f"placed {waits[0]:.1f} s after its admission" if waits and bound_pods(pods.objects, urgent)
+               else ("not admitted" if not waits else "not placed") + (f" ({why})" if why else "")))
+    # never admitted: the queue did not preempt for it, which leaves it as unplaced as a refusal would
+    ev.expect("max_preemptor_unplaced_s", round(waits[0] if waits else end - submitted, 1))
+    return [stuck_row, *urgent_rows], before
+
+
+def refused(pod: dict[str, Any]) -> bool:
+    """The scheduler tried the pod and found no node for it (PodScheduled False, Unschedulable)."""
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def running_pod(pod: dict[str, Any]) -> bool:

@@ -102,7 +102,7 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
             if submitted is not None and admitted:
                 waits.append(min(admitted) - submitted)
         every_wait += waits
-        queue = tenant.queues.get(backend.name, tenant.name)
+        queue = tenant.queues.get(backend.queue_system, tenant.name)
         summary = summarize(queue, waits)
         ev.expect("p95_s", round(summary.p95_s, 3), label=queue)
         line = (f"queue {queue}: {summary.count} jobs, p50 {summary.p50_s:.2f}s, p95 {summary.p95_s:.2f}s "

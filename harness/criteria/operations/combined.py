@@ -13,11 +13,15 @@ CRITERION = register(Criterion(
     "operations.combined",
     "With one component's queue and admission in front of another's placement, no pod of a job is bound before "
     "the job is admitted, and every admitted job is placed whole within a threshold (none admitted by one and left "
-    "unplaced by the other); who owned the queue, the admission and the lifecycle is read from the objects.",
+    "unplaced by the other), also when the queue preempts a job the placing scheduler has taken in; who owned the "
+    "queue, the admission and the lifecycle is read from the objects.",
     (Threshold("max_pods_bound_before_admission", "pods bound while their job was not admitted (or never was)",
                AT_MOST, " pods"),
      Threshold("max_admitted_unplaced_s", "seconds from a job's admission to its last pod bound (to the case's "
-               "end for a job never placed whole)", AT_MOST, " s"))))
+               "end for a job never placed whole)", AT_MOST, " s"),
+     Threshold("max_preemptor_unplaced_s", "seconds from the admission of a job the queue admitted by preempting "
+               "one the placing scheduler had taken in, to its pod bound (to the case's end if never)",
+               AT_MOST, " s"))))
 
 
 def bound_before(admitted: float | None, scheduled: list[float | None]) -> int:

@@ -179,4 +179,6 @@ def test_kueue_in_front_of_volcano_queues_the_job_and_names_volcano_for_its_gang
     assert job["metadata"]["annotations"] == {"scheduling.volcano.sh/group-min-member": "2"}
     assert job["spec"]["template"]["spec"]["schedulerName"] == "volcano"
     assert pair.sim_schedulers == ("kueue", "volcano") and pair.lacks("combined schedulers", "sim") is None
-    assert all(backends.ALL[n].lacks("combined schedulers", "sim") for n in backends.ALL if n != "kueue-volcano")
+    assert backends.ALL["kueue"].lacks("combined schedulers", "sim") is None  # Kueue in front of kube-scheduler
+    assert all(backends.ALL[n].lacks("combined schedulers", "sim") for n in backends.ALL
+               if n not in ("kueue-volcano", "kueue"))

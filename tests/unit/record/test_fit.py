@@ -11,7 +11,7 @@ import yaml
 from harness.config.profile import load_profile, parse_profile
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
-from harness.record.fit import BAD, DEFAULT_SCENARIOS, FINDINGS, FITS, NO_FIT, NOT_TESTED, fits
+from harness.record.fit import BAD, DEFAULT_SCENARIOS, FINDINGS, FITS, NO_FIT, NOT_TESTED, fits, measured
 from harness.record.merge import repeated
 from harness.record.model import Record, Result, load_record
 from harness.record.render import sections
@@ -97,3 +97,24 @@ def test_a_repeated_record_holds_every_runs_outcome_and_spread_and_the_worst_dec
     told = next(d for d in fit.deciders if d.criterion == target.criterion).measured
     assert " to 99 over 2 runs" in told, told
     assert "2 runs (h2-look2, again)" in sections(record) and "take the worst" in sections(record)
+
+
+def test_a_backend_that_skipped_its_own_case_is_not_passed_by_the_clusters() -> None:
+    record = Record("r", "now", "0", "c", results=[
+        result("governance.tenant_isolation", "-", "PASS"), result("governance.tenant_isolation", "k", "SKIP"),
+        result("governance.tenant_isolation", "a", "PASS")])
+    got = {f.backend: f for f in fits(record, {"sharing": ("governance.tenant_isolation",)})}
+    assert got["k"].verdict == NOT_TESTED and got["a"].verdict == FITS
+
+
+def test_the_spread_counts_runs_and_parts_and_a_run_with_nothing_measured() -> None:
+    runs = [result("training.queue_wait", "a", "PASS") for _ in range(2)]
+    for k, r in enumerate(runs):
+        r.nodeid = f"run-{k}: {r.nodeid}"
+        r.evidence[0]["checks"][0]["measured"] = float(k + 1)
+    errored = Result("run-2: suites/x.py::q[a]", "training.queue_wait", "a", "ERROR")
+    assert measured([*runs, errored]) == "x 1 to 2 over 3 runs, 1 with nothing measured (<= 2 s)"
+    merged = result("governance.audit", "-", "PASS")
+    merged.evidence = [{"checks": [dict(merged.evidence[0]["checks"][0], measured=v)]} for v in (0.5, 0.7, 0.6)]
+    assert measured([merged]) == "x 0.5 to 0.7 over 3 parts (<= 2 s)"
+    assert measured([result("training.queue_wait", "a", "PASS")]) == "x 1 (<= 2 s)"
