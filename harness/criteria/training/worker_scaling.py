@@ -10,8 +10,8 @@ from harness.criteria import AT_MOST, Criterion, Threshold, register
 CRITERION = register(Criterion(
     "training.worker_scaling",
     "A running job's worker group grows when asked (a RayCluster's worker replicas, which the Ray autoscaler sets) "
-    "and shrinks back: every worker asked for is Ready within a threshold of the request, admitted by the job's "
-    "queue, and the extra workers are gone within a threshold of the request to shrink.",
+    "and shrinks back: every worker asked for is Ready within a threshold of the request, and the extra workers are "
+    "gone within a threshold of the request to shrink; what the job's queue admitted for it is noted.",
     (Threshold("scale_up_within_s", "from the request for more workers to the last of them Ready", AT_MOST, " s"),
      Threshold("scale_down_within_s", "from the request for fewer workers to the last extra one going",
                AT_MOST, " s"))))

@@ -27,6 +27,7 @@ def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() ->
 @pytest.mark.parametrize(("spec", "says"), [
     ("kueue+ray", r"unknown backend\(s\) ray"),
     ("kueue,volcano+kueue", "kueue in more than one part"),
+    ("kueue+volcano,kueue-volcano", "two parts would share the name kueue-volcano"),
     (",".join(["kueue", "volcano", "kuberay", "kai", "default", "slurm", "kueue"]), "kueue in more than one part"),
 ])
 def test_a_bad_spec_is_one_line(spec: str, says: str) -> None:
