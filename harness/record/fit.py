@@ -12,7 +12,7 @@ run's result and the worst decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.record.model import Record, Result
 from harness.record.verdict import CLUSTER, SEVERITY, missed, unchecked
@@ -41,6 +41,7 @@ class Decider:
     why: str
     anchor: str = ""
     measured: str = ""  # its checks, measured against wanted
+    designed: str = ""  # why the reference sim is designed to give this outcome (the record's `designed`)
 
 
 @dataclass
@@ -107,6 +108,12 @@ def measured(results: list[Result]) -> str:
     return "; ".join(told)
 
 
+def explained(found: Decider, backend: str, designed: dict[str, str]) -> Decider:
+    """A failed decider with the words of its design, where the reference sim is designed to fail it."""
+    why = designed.get(f"{found.criterion} [{backend}]") or designed.get(f"{found.criterion} [{CLUSTER}]", "")
+    return replace(found, designed=why) if why and found.outcome in BAD else found
+
+
 def deciding(own: list[Result], cluster: list[Result]) -> list[Result]:
     """The results that decide a criterion for a backend: its own and the cluster's, except that a backend that
     skipped its own case is not passed by the cluster's (its SKIP is the finding)."""
@@ -134,7 +141,7 @@ def fits(record: Record, scenarios: dict[str, tuple[str, ...]] | None = None) ->
     found = []
     for scenario, criteria in chosen.items():
         for backend in (b for b in backends if b != CLUSTER):
-            deciders = [decider(c, deciding(cells.get((c, backend), []), cells.get((c, CLUSTER), [])))
-                        for c in criteria]
+            deciders = [explained(decider(c, deciding(cells.get((c, backend), []), cells.get((c, CLUSTER), []))),
+                                  backend, record.designed) for c in criteria]
             found.append(Fit(scenario, backend, verdict_of(deciders), deciders))
     return found

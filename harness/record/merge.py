@@ -48,7 +48,8 @@ def merge(run_id: str, parts: list[tuple[str, Record]]) -> Record:
         slurm=next((p.slurm for _, p in parts if p.slurm), {}),
         profile=first.profile, results=results,
         finished_at=max(p.finished_at for _, p in parts), interrupted=any(p.interrupted for _, p in parts),
-        runner=first.runner, operations={b: o for _, p in parts for b, o in p.operations.items()})
+        runner=first.runner, operations={b: o for _, p in parts for b, o in p.operations.items()},
+        designed=first.designed)
 
 
 def repeated(run_id: str, runs: list[Record]) -> Record:

@@ -47,6 +47,9 @@ class Record:
     interrupted: bool = False
     runner: str = ""  # Python, pytest and the platform the run ran on
     operations: dict[str, dict[str, Any]] = field(default_factory=dict)  # backend -> record.operations.Operations
+    # "criterion [backend]" -> why the reference sim is designed to give that outcome (suites/expected.yaml; the sim
+    # only: a real cluster's outcomes are its own)
+    designed: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:

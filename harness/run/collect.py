@@ -27,6 +27,7 @@ from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.core.redact import environment_secrets, kubeconfig_secrets, known_secrets, redact, redact_text
 from harness.record.render import sections
 from harness.record.verdict import title
+from harness.run.outcomes import load_expected
 from harness.targets import sim
 from harness.core.paths import REPO_ROOT
 from harness.targets.target import Target
@@ -72,13 +73,15 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
     profile = cfg.profile
     where = "sim" if cfg.targets_sim else cfg.context or (cfg.kubeconfig.name if cfg.kubeconfig else "in-cluster")
     _PAGE["title"] = f"gpupoc run {cfg.run_id} on {where}"
+    designed = {f"{d.criterion} [{d.backend}]": d.why for d in load_expected()} if cfg.targets_sim else {}
     config.stash[RECORD_KEY] = Record(
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
         runner=(f"Python {platform.python_version()}, pytest {pytest.__version__}, "
                 f"{platform.system()} {platform.machine()}"),
         profile={"name": profile.name, "source": profile.source, "thresholds": profile.thresholds,
                  "timeouts": asdict(profile.timeouts), "tenants": [asdict(t) for t in profile.tenants],
-                 **({"scenarios": {k: list(v) for k, v in profile.scenarios.items()}} if profile.scenarios else {})})
+                 **({"scenarios": {k: list(v) for k, v in profile.scenarios.items()}} if profile.scenarios else {})},
+        designed=designed)
 
 
 def name_report(report: Any) -> None:

@@ -118,3 +118,15 @@ def test_the_spread_counts_runs_and_parts_and_a_run_with_nothing_measured() -> N
     merged.evidence = [{"checks": [dict(merged.evidence[0]["checks"][0], measured=v)]} for v in (0.5, 0.7, 0.6)]
     assert measured([merged]) == "x 0.5 to 0.7 over 3 parts (<= 2 s)"
     assert measured([result("training.queue_wait", "a", "PASS")]) == "x 1 (<= 2 s)"
+
+
+def test_a_designed_failure_is_told_in_the_words_of_its_design() -> None:
+    record = Record("r", "now", "0", "c", results=[result("training.gang_admission", "d", "FAIL"),
+                                                   result("training.gang_admission", "k", "FAIL")],
+                    designed={"training.gang_admission [d]": "kube-scheduler binds a gang pod by pod"})
+    got = {f.backend: f for f in fits(record, {"training": ("training.gang_admission",)})}
+    assert got["d"].findings[0].designed == "kube-scheduler binds a gang pod by pod"
+    assert got["k"].findings[0].designed == ""  # not designed: a finding of this run
+    recorded = load_record(RECORDS / "gang-schema3.json")
+    recorded.designed = {"training.gang_admission [default]": "kube-scheduler binds a gang pod by pod"}
+    assert "By design on the reference sim: kube-scheduler binds a gang pod by pod" in sections(recorded)
