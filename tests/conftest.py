@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -26,6 +28,29 @@ if WORKER and WORKER != "gw0":
     os.environ.setdefault("GPUPOC_BUILD_HOME", str(build_root()))
     os.environ["GPUPOC_HOME"] = str(gpupoc_home() / "workers" / WORKER)
     os.environ["GPUPOC_SIM_PORT_BASE"] = str(WORKER_PORT_BASES[WORKER])
+
+
+# Where each test's time went, one line per phase (setup, call, teardown) and worker: bench/make_test_timeline.py
+# reads it to say how long each worker was busy, which files decide the total and where a worker waited.
+TIMELINE = Path(__file__).resolve().parent.parent / "reports" / "make-test-timeline.jsonl"
+
+
+_writes_timeline = [True]  # false on the xdist controller, which sees every worker's reports again
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = hasattr(config, "workerinput")
+    _writes_timeline[0] = worker or not getattr(config.option, "numprocesses", None)
+    if not worker:  # the controller (or a run without workers) starts the file afresh
+        TIMELINE.parent.mkdir(exist_ok=True)
+        TIMELINE.write_text("")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _writes_timeline[0]:
+        with TIMELINE.open("a") as out:
+            out.write(json.dumps({"worker": WORKER or "main", "test": report.nodeid, "phase": report.when,
+                                  "start": report.start, "stop": report.stop, "outcome": report.outcome}) + "\n")
 
 
 _next_item: list[pytest.Item | None] = [None]
@@ -80,6 +105,22 @@ LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scena
                  "tests/suites/test_governance.py", "tests/sim/test_faults.py",
                  "tests/suites/test_training_sensitivity.py", "tests/suites/test_inference.py",
                  "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
+
+
+# The files whose tests take tests/heavy.py's `alone()` lock: one unit of work for pytest-xdist, so one worker runs
+# them one after another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04).
+HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/sim/test_real_nodes.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyFilesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist has no type hints
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "heavy files" if path in HEAVY_FILES else path
+
+    return HeavyFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.hookimpl(trylast=True)
