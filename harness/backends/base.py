@@ -40,8 +40,9 @@ AUTOSCALING = "autoscaled nodes"             # its jobs' pods make a Kubernetes 
 GPU_SHARING = "GPU sharing"                  # it gives pods fractions of one GPU and says which device they share
 ELASTIC_WORKERS = "elastic workers"          # a running job's worker group is resized when asked, under its queue
 COMBINED = "combined schedulers"             # one project's queue and admission in front of another's placement
-CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, GANG, RETRY_POLICY, JOBS_COMPLETE,
-                PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
+MULTICLUSTER = "one queue over clusters"     # a manager's queue dispatches jobs to worker clusters
+CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, GANG, RETRY_POLICY,
+                JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
                 SERVED_MODEL, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
 
@@ -220,6 +221,7 @@ class Capabilities:
     monitoring: Monitoring | None = None
     queued_by = ""  # the backend whose queues hold its jobs when not its own (KubeRay's RayJobs: Kueue's)
     placed_by = ""  # the scheduler that places its pods when another component admits them (Kueue + Volcano)
+    multicluster = ""  # how one of its queues spans clusters (Kueue: MultiKueue); "" for none
     jobs_on_kubernetes = True
 
     def lacks(self, capability: str, target_kind: str) -> str | None:
@@ -239,6 +241,8 @@ class Capabilities:
             return f"{self.name}: no queues with a GPU quota and limit"
         if capability == BORROWING and self.queue_usage is None:
             return f"{self.name}: no queue lends its idle quota and reclaims it"
+        if capability == MULTICLUSTER and not self.multicluster:
+            return f"{self.name}: no queue of its own dispatches to other clusters (Kueue's MultiKueue does)"
         if capability == COMBINED and not self.placed_by:
             return f"{self.name}: one component queues, admits and places its jobs (the case is for a pair)"
         if capability == ELASTIC_WORKERS and type(self).elastic is Capabilities.elastic:

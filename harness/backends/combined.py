@@ -29,6 +29,7 @@ class KueueVolcanoBackend(KueueBackend):
     name = "kueue-volcano"
     placed_by = "volcano"
     queued_by = "kueue"
+    multicluster = ""  # the pair is measured on one cluster; MultiKueue is Kueue's own case
     lacking = {GPU_SHARING: KueueBackend.lacking[GPU_SHARING],
                SERVING: f"{PAIR}; a Deployment's pods are not a gang", SERVED_MODEL: f"{PAIR}; serving is not",
                DRA: f"{PAIR} with the device plugin's GPUs; DRA claims under both are not built",

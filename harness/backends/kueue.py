@@ -73,6 +73,7 @@ MONITORING = Monitoring((
 class KueueBackend(Capabilities):
     name = "kueue"
     placed_by = "kube-scheduler"  # Kueue admits; the cluster's scheduler places (the combined case's reference)
+    multicluster = "MultiKueue"  # a manager's ClusterQueue dispatches to workers' (operations.multicluster)
     lacking = {GPU_SHARING: "Kueue admits whole resources by quota and leaves placement to kube-scheduler: no fraction "
                             "of a device is assigned"}
     preemption = PREEMPTED_WORKLOADS

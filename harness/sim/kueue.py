@@ -29,6 +29,7 @@ SERVING_NAMESPACES = {"matchLabels": {"gpupoc.io/serving": "true"}}
 POD_BASED = {("", "pods"), ("apps", "deployments")}
 KUEUE_GROUP = "kueue.x-k8s.io"
 WAIT_FOR_PODS_READY_TIMEOUT = "5m"
+MULTIKUEUE_WORKER_LOST_TIMEOUT = "15s"
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed in Kueue's main.go when internal certs are off
 
 
@@ -39,6 +40,11 @@ def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_d
         "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "enableClusterQueueResources": True},
         "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
+        # MultiKueue (operations.multicluster): the workers' kubeconfigs are Secrets in this namespace (out of a pod,
+        # Kueue has no ServiceAccount namespace to take); a worker unreachable for 15 s is lost and its jobs are
+        # dispatched again (Kueue's default waits 15 min; the case's threshold on a real cluster is its own)
+        "namespace": "kueue-system",
+        "multiKueue": {"workerLostTimeout": MULTIKUEUE_WORKER_LOST_TIMEOUT, "gcInterval": "1m"},
         # As Kueue's shipped configuration (config/components/manager/controller_manager_config.yaml): without it
         # each controller runs one worker (controller-runtime's default), and a deep queue waits on the Job
         # reconciler, not on admission (measured: 1,000 of 10,000 admitted Workloads waiting for their Jobs to be

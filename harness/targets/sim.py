@@ -27,6 +27,7 @@ from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DE
 from harness.sim.nodes import add_nodes, remove_nodes, simulated_node_names, wait_nodes_ready
 from harness.sim.slurm import daemons as _slurm
 from harness.sim import standin as _standin
+from harness.sim.worker_sims import worker_sims
 from harness.sim.versions import Pins, load_pins
 
 __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUCT", "DEFAULT_GPUS_PER_NODE",
@@ -36,9 +37,9 @@ __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUC
            "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
            "prometheus_url", "real_node_cpu_isolation", "remove_nodes", "restart_component", "simulated_node_names",
-           "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero", "slurm_site",
-           "start_component",
-           "started_with_extra_args", "status", "stop_component", "up", "wait_nodes_ready"]
+           "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero",
+           "slurm_site", "start_component", "started_with_extra_args", "status", "stop_component", "up",
+           "wait_nodes_ready", "worker_sims"]
 
 
 def is_the_sim(api: client.ApiClient) -> bool:
