@@ -99,12 +99,12 @@ def core(sim_api: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(sim_api)
 
 
-# The longest files first (seconds measured in one `make test`, 2026-12-03), so the workers finish together:
+# The longest files first (seconds measured in one `make test`, 2026-12-04), so the workers finish together:
 # pytest-xdist hands out whole files (--dist loadfile) in collection order.
 LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scenarios.py",
-                 "tests/suites/test_governance.py", "tests/sim/test_faults.py",
-                 "tests/suites/test_training_sensitivity.py", "tests/suites/test_inference.py",
-                 "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
+                 "tests/suites/test_training_sensitivity.py", "tests/sim/test_faults.py",
+                 "tests/suites/test_governance.py", "tests/suites/test_inference.py",
+                 "tests/suites/test_operations.py", "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
 
 
 # The files whose tests take tests/heavy.py's `alone()` lock: one unit of work for pytest-xdist, so one worker runs

@@ -1,11 +1,11 @@
-"""Host load between the two xdist workers of `make test`: what one test measures must not move past a threshold
-because the other worker's test loads the same 2 cores.
+"""Host load between the xdist workers of `make test`: what one test measures must not move past a threshold
+because another worker's test loads the same 2 cores.
 
 - `alone()`: the few heavy tests (the training scenarios, the real nodes' cases) never overlap each other: one lock
   file. Measured: with the real-node sim's cases beside it, Volcano's admission p95 at smoke size went from under
   60 s to 75-80 s.
-- `quiet` (a pytest mark): the test runs with the other worker idle. Every test holds a shared lock while it runs
-  (`sharing_the_host`, from tests/conftest.py); a quiet test waits for the other worker's running test to end, holds
+- `quiet` (a pytest mark): the test runs with the other workers idle. Every test holds a shared lock while it runs
+  (`sharing_the_host`, from tests/conftest.py); a quiet test waits for the other workers' running tests to end, holds
   its next one back, and runs alone on the host; a quiet test right after it keeps the host (tests/conftest.py). A
   turnstile keeps a waiting quiet test from being overtaken. Used where a quiet host is what the measurement
   assumes: the workload sample pinned to its own core and its CPU-isolation-off sensitivity (host processes are not
