@@ -100,7 +100,8 @@ def core(sim_api: client.ApiClient) -> client.CoreV1Api:
 
 
 # The longest files first (seconds measured in one `make test`, 2026-12-04), so the workers finish together:
-# pytest-xdist hands out whole files (--dist loadfile) in collection order.
+# pytest-xdist hands out whole files (--dist loadfile) in collection order (its own reordering, by test count, is
+# turned off below), the next one to a worker once it has 2 tests left.
 LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scenarios.py",
                  "tests/suites/test_training_sensitivity.py", "tests/sim/test_faults.py",
                  "tests/suites/test_governance.py", "tests/suites/test_inference.py",
@@ -120,7 +121,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             path = super()._split_scope(nodeid)
             return "heavy files" if path in HEAVY_FILES else path
 
-    return HeavyFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
+    if config.getvalue("dist") != "loadfile":
+        return None
+    config.option.loadscopereorder = False  # LONGEST_FIRST's order, not xdist's (files with the most tests first)
+    return HeavyFilesTogether(config, log)
 
 
 @pytest.hookimpl(trylast=True)

@@ -26,7 +26,7 @@ from harness.cluster.reach import OtherCluster
 from harness.core.paths import REPO_ROOT, build_root, gpupoc_home
 from harness.sim.config import PORT_BASE_ENV
 
-PORT_BASES = (20000, 19000)
+PORT_BASES = (19000, 18000)  # below the real-node sim of tests/sim/test_real_nodes.py (20000) and every other range
 NODES = 2
 UP_TIMEOUT_S = 240
 DOWN_TIMEOUT_S = 120
