@@ -13,6 +13,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from pathlib import Path
 import yaml
 from kubernetes import config as kube_config
 
+from harness.core import progress
 from harness.core.errors import ConfigError
 from harness.cluster.reach import OtherCluster
 from harness.core.paths import REPO_ROOT, build_root, gpupoc_home
@@ -81,7 +83,7 @@ class WorkerSim:
 
 
 @contextlib.contextmanager
-def worker_sims(count: int, gpus_per_node: int, say: Callable[[str], None] = print) -> Iterator[list[WorkerSim]]:
+def worker_sims(count: int, gpus_per_node: int, say: Callable[[str], None] = progress.say) -> Iterator[list[WorkerSim]]:
     """`count` worker sims up for the block, down after it (those still up); one run's at a time on this host."""
     if count > len(PORT_BASES):
         raise ConfigError(f"at most {len(PORT_BASES)} worker sims, asked for {count}")
@@ -96,8 +98,10 @@ def worker_sims(count: int, gpus_per_node: int, say: Callable[[str], None] = pri
         try:
             say(f"  worker sims {', '.join(s.name for s in sims)}: up (port bases "
                 f"{', '.join(str(s.port_base) for s in sims)}, {NODES} nodes each, {SCHEDULERS})")
+            started = time.monotonic()
             with ThreadPoolExecutor(len(sims)) as pool:
                 list(pool.map(WorkerSim.up, sims))
+            say(f"  worker sims up in {time.monotonic() - started:.0f} s")
             yield sims
         finally:
             with ThreadPoolExecutor(len(sims)) as pool:

@@ -27,6 +27,7 @@ from harness.cluster.apply import dynamic_client
 from harness.cluster.reach import OtherCluster
 from harness.cluster.tracker import Tracker
 from harness.config.profile import Profile
+from harness.core import progress
 from harness.criteria.operations.multicluster import CRITERION, job_gpu_seconds, relative_error, run_twice
 from harness.criteria.training.capacity_elasticity import running_at, timestamp
 from harness.jobs.model import JOB_LABEL, SUCCEEDED, GangJob
@@ -106,13 +107,16 @@ class Watch:
         return [obj for tracker in self.copies.values() for name, obj in {**tracker.gone, **tracker.objects}.items()
                 if name == job]
 
-    def until(self, done: Callable[[dict[str, set[str]]], bool], timeout_s: float,
+    def until(self, what: str, done: Callable[[dict[str, set[str]]], bool], timeout_s: float,
               stop: Callable[[], str] = lambda: "") -> tuple[bool, str]:
         """Poll until `done`, `timeout_s` or `stop` says why not; (done, why not)."""
-        deadline = time.monotonic() + timeout_s
+        deadline, waiting = time.monotonic() + timeout_s, progress.Waiting(what, timeout_s)
         while time.monotonic() < deadline:
-            if done(self.poll()):
+            sample = self.poll()
+            if done(sample):
                 return True, ""
+            waiting.tick(lambda: "; ".join(f"{job} on {', '.join(sorted(on)) or 'no worker'}"
+                                           for job, on in sample.items()))
             why = stop()
             if why:
                 return False, why
@@ -153,7 +157,8 @@ def measure(target: Target, workloads: JobSystem, profile: Profile, watch: Watch
         workloads.submit(job)
     ev.note(f"{len(jobs)} jobs of 1 pod x {jobs[0].gpus_per_pod} GPUs, one per tenant, each running {RUN_FOR_S:g} s")
     submitted = {j.name: manager_job(target, j) for j in jobs}
-    ran, why = watch.until(lambda s: all(s[j.name] for j in jobs), thresholds["max_dispatch_s"] + GRACE_S,
+    ran, why = watch.until("each job running on a worker", lambda s: all(s[j.name] for j in jobs),
+                           thresholds["max_dispatch_s"] + GRACE_S,
                            stop=lambda: workers_refused(target))
     dispatch = {j.name: dispatch_s(submitted[j.name], watch, j.name) for j in jobs}
     waits = [dispatch[j.name] for j in jobs]
@@ -269,11 +274,13 @@ def take_one_away(watch: Watch, take_away: Callable[[str], str], jobs: list[Gang
     victim = max(running, key=lambda name: len(running[name]))
     moved = running[victim]
     gone_at = time.time()
+    progress.say(f"  worker {victim} taken away (its sim down) while running {', '.join(moved)}")
     problem = take_away(victim)
     watch.drop(victim)
     ev.note(f"worker {victim} taken away (its API server stopped) while running {', '.join(moved)}"
             + (f"; stopping it said: {problem}" if problem else ""))
-    done, why = watch.until(lambda s: all(s[name] for name in moved), timeout_s)
+    done, why = watch.until(f"the jobs of {victim} running on another worker",
+                            lambda s: all(s[name] for name in moved), timeout_s)
     seconds = {name: round(max(0.0, t - gone_at), 1) for (name, w), t in watch.started.items()
                if name in moved and w != victim}
     worst = max(seconds.values(), default=0.0) if done else round(time.time() - gone_at, 1)
@@ -287,13 +294,14 @@ def all_ended(workloads: JobSystem, watch: Watch, queued: dict[str, Any], jobs: 
               timeout_s: float) -> set[str]:
     """The jobs whose Workload on the manager finished successfully, waited for up to `timeout_s` (the workers
     watched meanwhile: their copies of the Jobs, read before MultiKueue deletes them)."""
-    deadline = time.monotonic() + timeout_s
+    deadline, waiting = time.monotonic() + timeout_s, progress.Waiting("each job finished on the manager", timeout_s)
     while True:
         watch.poll()
         ended = {j.name for j in jobs if (s := workloads.status_of(j, queued[j.tenant.namespace].objects))
                  and s.state == SUCCEEDED}
         if len(ended) == len(jobs) or time.monotonic() > deadline:
             return ended
+        waiting.tick(lambda: f"{len(ended)} of {len(jobs)} finished")
         time.sleep(POLL_S)
 
 
