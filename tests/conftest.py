@@ -99,9 +99,10 @@ def core(sim_api: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(sim_api)
 
 
-# The longest files first (seconds measured in one `make test`, 2026-12-04), so the workers finish together:
-# pytest-xdist hands out whole files (--dist loadfile) in collection order (its own reordering, by test count, is
-# turned off below), the next one to a worker once it has 2 tests left.
+# pytest-xdist hands out whole files (--dist loadfile), those with the most tests first (its default), the next one
+# to a worker once it has 2 tests left; this order (the longest files first, seconds measured 2026-12-04) decides
+# among files with as many tests. Handing them out longest first instead (xdist's --no-loadscope-reorder) started
+# the three longest at once and two load-sensitive cases failed (2026-12-04); xdist's order passed, in 22 min 35 s.
 LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scenarios.py",
                  "tests/suites/test_training_sensitivity.py", "tests/sim/test_faults.py",
                  "tests/suites/test_governance.py", "tests/suites/test_inference.py",
@@ -121,10 +122,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             path = super()._split_scope(nodeid)
             return "heavy files" if path in HEAVY_FILES else path
 
-    if config.getvalue("dist") != "loadfile":
-        return None
-    config.option.loadscopereorder = False  # LONGEST_FIRST's order, not xdist's (files with the most tests first)
-    return HeavyFilesTogether(config, log)
+    return HeavyFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.hookimpl(trylast=True)
