@@ -82,8 +82,9 @@ def test_kueue_admits_within_quota_and_holds_beyond_it(sim_api: client.ApiClient
                                                        namespace: str, kueue_queue: str) -> None:
     batch = client.BatchV1Api(sim_api)
     queued = {"kueue.x-k8s.io/queue-name": kueue_queue}
-    batch.create_namespaced_job(namespace, gpu_job("fits", 8, queued))
-    assert batch.read_namespaced_job("fits", namespace).spec.suspend is True, "Kueue's webhook did not suspend the Job"
+    created = batch.create_namespaced_job(namespace, gpu_job("fits", 8, queued))
+    # the object as created (after the webhook): read back, Kueue may already have admitted and unsuspended it
+    assert created.spec.suspend is True, "Kueue's webhook did not suspend the Job"
     done = wait_for(batch.list_namespaced_job, f"Job {namespace}/fits",
                     lambda j: any(c.type == "Complete" and c.status == "True" for c in j.status.conditions or []),
                     timeout_s=TIMEOUT_S, describe=lambda j: f"suspend={j.spec.suspend} active={j.status.active}",
