@@ -65,41 +65,46 @@ def worker_clusters(target: Target, profile: Profile) -> Iterator[tuple[list[Oth
 
 
 class Watch:
-    """What the workers show of the case's jobs: where each runs and since when (their pods, polled), and their
-    copies of the Jobs (watched: MultiKueue deletes a copy as soon as the manager has read its end)."""
+    """What the workers show of the case's jobs, from one watch per worker and namespace: where each job's pod
+    runs and since when, and the workers' copies of the Jobs (MultiKueue deletes a copy as soon as the manager has
+    read its end; a watch keeps its last state)."""
 
     def __init__(self, workers: list[OtherCluster], jobs: list[GangJob]) -> None:
         self.workers, self.jobs = list(workers), jobs
+        self.namespaces = sorted({j.tenant.namespace for j in jobs})
         self.started: dict[tuple[str, str], float] = {}  # (job, worker) -> when its pod ran there (server time)
         self.samples: list[dict[str, set[str]]] = []
-        namespaces = sorted({j.tenant.namespace for j in jobs})
+        names = ",".join(j.name for j in jobs)
+        self.pods = {(w.name, ns): Tracker(w.api, "v1", "Pod", namespace=ns,
+                                           label_selector=f"{JOB_LABEL} in ({names})").start()
+                     for w in workers for ns in self.namespaces}
         self.copies = {(w.name, ns): Tracker(w.api, "batch/v1", "Job", namespace=ns).start()
-                       for w in workers for ns in namespaces}
+                       for w in workers for ns in self.namespaces}
 
     def poll(self) -> dict[str, set[str]]:
+        """Where each job runs now, as the watches last saw it."""
         sample: dict[str, set[str]] = {j.name: set() for j in self.jobs}
-        names = ",".join(j.name for j in self.jobs)
-        for worker in self.workers:
-            core = client.CoreV1Api(worker.api)
-            for namespace in sorted({j.tenant.namespace for j in self.jobs}):
-                pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL} in ({names})").items
-                for pod in (worker.api.sanitize_for_serialization(p) for p in pods):
-                    job, ran = pod["metadata"]["labels"][JOB_LABEL], running_at(pod)
-                    if ran is not None:
-                        sample[job].add(worker.name)
-                        self.started.setdefault((job, worker.name), ran)
+        live = {w.name for w in self.workers}
+        for (worker, _ns), tracker in self.pods.items():
+            if worker not in live:
+                continue
+            for pod in list(tracker.objects.values()):
+                job, ran = pod["metadata"]["labels"][JOB_LABEL], running_at(pod)
+                if ran is not None and job in sample:
+                    sample[job].add(worker)
+                    self.started.setdefault((job, worker), ran)
         self.samples.append(sample)
         return sample
 
     def drop(self, name: str) -> None:
         """A worker taken away: no more polls or watches of it (what was seen of it stays)."""
         self.workers = [w for w in self.workers if w.name != name]
-        for (worker, _ns), tracker in self.copies.items():
+        for (worker, _ns), tracker in [*self.pods.items(), *self.copies.items()]:
             if worker == name:
                 tracker.stop(wait=False)
 
     def stop(self) -> None:
-        for tracker in self.copies.values():
+        for tracker in [*self.pods.values(), *self.copies.values()]:
             tracker.stop(wait=False)
 
     def worker_jobs(self, job: str) -> list[dict[str, Any]]:
@@ -152,7 +157,7 @@ def multicluster_run(target: Target, workloads: JobSystem, profile: Profile, wor
 def measure(target: Target, workloads: JobSystem, profile: Profile, watch: Watch, take_away: Callable[[str], str],
             jobs: list[GangJob], ev: Evidence) -> None:
     thresholds = ev.thresholds
-    queued = {t.namespace: workloads.jobs(t.namespace) for t in {j.tenant.namespace: j.tenant for j in jobs}.values()}
+    queued = {ns: workloads.jobs(ns) for ns in watch.namespaces}
     for job in jobs:
         workloads.submit(job)
     ev.note(f"{len(jobs)} jobs of 1 pod x {jobs[0].gpus_per_pod} GPUs, one per tenant, each running {RUN_FOR_S:g} s")
