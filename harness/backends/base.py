@@ -41,7 +41,8 @@ GPU_SHARING = "GPU sharing"                  # it gives pods fractions of one GP
 ELASTIC_WORKERS = "elastic workers"          # a running job's worker group is resized when asked, under its queue
 COMBINED = "combined schedulers"             # one project's queue and admission in front of another's placement
 MULTICLUSTER = "one queue over clusters"     # a manager's queue dispatches jobs to worker clusters
-CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, GANG, RETRY_POLICY,
+UPGRADE = "upgrade in place"                 # its controllers are replaced by their next release with work queued
+CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, UPGRADE, GANG, RETRY_POLICY,
                 JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
                 SERVED_MODEL, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 
@@ -55,6 +56,17 @@ class Controllers:
     deployments: tuple[str, ...] = ()
     why_not_elsewhere: str = ""
     needs: tuple[str, ...] = ()  # other processes of the sim its jobs rely on (watched, not restarted)
+
+
+@dataclass(frozen=True)
+class Releases:
+    """What an upgrade in place replaces: on the sim, the schedulers whose release before the pinned one is built
+    (`gpupoc sim build --with upgrade`); on a real cluster, the Deployments whose image the cluster's own upgrade
+    changes."""
+
+    sim: tuple[str, ...]
+    deployments: tuple[str, ...]
+    why_not_on_sim: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,6 +228,7 @@ class Capabilities:
     wait: WaitHistogram | None = None
     owned: OwnedKind | None = None
     controllers: Controllers | None = None
+    releases: Releases | None = None
     queue_usage: QueueUsage | None = None
     usage_metric = ""  # PromQL of the GPUs a queue ({queue}) uses, where it has no queue object to read (Slurm)
     monitoring: Monitoring | None = None
@@ -243,6 +256,10 @@ class Capabilities:
             return f"{self.name}: no queue lends its idle quota and reclaims it"
         if capability == MULTICLUSTER and not self.multicluster:
             return f"{self.name}: no queue of its own dispatches to other clusters (Kueue's MultiKueue does)"
+        if capability == UPGRADE and self.releases is None:
+            return f"{self.name}: no upgrade in place of its controllers is built"
+        if capability == UPGRADE and target_kind == "sim" and not self.releases.sim:  # type: ignore[union-attr]
+            return f"{self.name}: {self.releases.why_not_on_sim}"  # type: ignore[union-attr]
         if capability == COMBINED and not self.placed_by:
             return f"{self.name}: one component queues, admits and places its jobs (the case is for a pair)"
         if capability == ELASTIC_WORKERS and type(self).elastic is Capabilities.elastic:

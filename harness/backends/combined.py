@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (AUTOSCALING, CONTROLLER_RESTART, DRA, GPU_SHARING, SERVED_MODEL, SERVING,
+from harness.backends.base import (AUTOSCALING, CONTROLLER_RESTART, UPGRADE, DRA, GPU_SHARING, SERVED_MODEL, SERVING,
                                    Controllers)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import KueueBackend
@@ -35,7 +35,9 @@ class KueueVolcanoBackend(KueueBackend):
                DRA: f"{PAIR} with the device plugin's GPUs; DRA claims under both are not built",
                AUTOSCALING: f"{PAIR} on the cluster's nodes; an autoscaler's view of Volcano's pending pods is "
                             "Volcano's own case",
-               CONTROLLER_RESTART: "two controllers admit its jobs; the order of their restart is not built"}
+               CONTROLLER_RESTART: "two controllers admit its jobs; the order of their restart is not built",
+               UPGRADE: "two projects' releases under one queue: upgrading one under the other is not built (Kueue's "
+                        "own upgrade is the kueue backend's case)"}
     controllers = Controllers(("kueue", "volcano-scheduler"), ("kueue-controller-manager", "volcano-scheduler"),
                               needs=("volcano-controller-manager",))
 

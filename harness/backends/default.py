@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import GANG, GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter
+from harness.backends.base import GANG, GPU_SHARING, UPGRADE, Capabilities, Controllers, Monitoring, PreemptionCounter
 from harness.jobs.model import GangJob, JobStatus
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.backends.batch import batch_job, batch_status
@@ -23,6 +23,7 @@ MONITORING = Monitoring((
 class DefaultBackend(Capabilities):
     name = "default"
     lacking = {GANG: "kube-scheduler binds pod by pod; it has no gang admission",
+               UPGRADE: "kube-scheduler is upgraded with the cluster's control plane, not as a scheduler of its own",
                GPU_SHARING: "kube-scheduler counts GPUs as whole extended resources: time-slicing and MIG make more of "
                             "them, and the device plugin, not the scheduler, picks the device a pod shares"}
     preemption = PreemptionCounter("sum(scheduler_preemption_victims_sum)", "pods")

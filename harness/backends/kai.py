@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (Controllers, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (Controllers, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
 from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,
                                 tenant_queue)
@@ -146,6 +146,9 @@ class KaiBackend(Capabilities):
                              'sum(kai_queue_allocated_gpus{{queue_name="{queue}"}})')
     controllers = Controllers(("kai-scheduler",), ("kai-scheduler",),
                               needs=("kai-binder", "kai-podgrouper", "kai-queuecontroller", "kai-podgroupcontroller"))
+    releases = Releases((), ("kai-scheduler", "binder", "podgrouper", "queuecontroller", "podgroupcontroller"),
+                        "one release of KAI-Scheduler is served here (github.com/NVIDIA/KAI-scheduler v0.12.0): no "
+                        "next release to upgrade to")
 
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:

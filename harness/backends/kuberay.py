@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities,
+from harness.backends.base import (CONTROLLER_RESTART, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities, Releases,
                                    Controllers, ElasticJob)
 from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.core.objects import created_at, parse_time
@@ -68,6 +68,7 @@ class KubeRayBackend(Capabilities):
         "capacity cannot free while its controllers are down: a deleted RayJob keeps its cluster until the operator "
         "removes its finalizer, and that update is refused while Kueue (whose webhook validates RayJobs) is down")}
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kuberay-operator", "kube-scheduler"))
+    releases = Releases(("kuberay",), ("kuberay-operator",))  # the operator's; Kueue queues through it
 
     def unavailable_reason(self, api: client.ApiClient) -> str | None:
         return (missing_crd_reason(api, "ray.io", "RayJob", self.name)

@@ -7,6 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
+                                   Releases,
                                    WaitHistogram)
 from harness.jobs.model import (ADMITTED, FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, OwnedKind,
                                 tenant_queue)
@@ -81,6 +82,7 @@ class KueueBackend(Capabilities):
     owned = WORKLOAD_KIND
     monitoring = MONITORING
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
+    releases = Releases(("kueue",), ("kueue-controller-manager",))
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')
 

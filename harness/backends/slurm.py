@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from harness.backends.base import (AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
+from harness.backends.base import (UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
                                    PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SAMPLE,
                                    SERVED_MODEL, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring,
                                    PreemptionCounter, WaitHistogram)
@@ -53,7 +53,9 @@ def site_site() -> SlurmSite | None:
 class SlurmBackend(Capabilities):
     name = "slurm"
     jobs_on_kubernetes = False
-    lacking = {SERVING: NOT_KUBERNETES, SERVED_MODEL: NOT_KUBERNETES,
+    lacking = {UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
+                        "harness does not replace them",
+               SERVING: NOT_KUBERNETES, SERVED_MODEL: NOT_KUBERNETES,
                GPU_SHARING: "Slurm shares a GPU through GRES shards or MPS (gres/shard, gres/mps) in its own "
                             "configuration; the case drives fraction requests of a Kubernetes scheduler",
                DRA: "its GPUs are generic resources (GRES) of its nodes: Kubernetes' DRA claims do not reach it",

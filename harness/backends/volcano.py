@@ -7,6 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
+                                   Releases,
                                    WaitHistogram, allocated_gpus)
 from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.criteria.governance.monitoring_coverage import Series
@@ -58,6 +59,9 @@ class VolcanoBackend(Capabilities):
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
     controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",), needs=("volcano-controller-manager",))
+    releases = Releases((), ("volcano-scheduler", "volcano-controllers"),
+                        "one release of Volcano builds here (v1.14.1: the module proxy serves volcano.sh/apis up to "
+                        "v1.14.0, and v1.15 does not compile against it): no next release to upgrade to")
     monitoring = MONITORING
     # scalar resources in thousandths (milli-GPUs), like the scheduler's own Resource type
     queue_usage = QueueUsage("scheduling.volcano.sh/v1beta1", "Queue", allocated_gpus,

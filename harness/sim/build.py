@@ -32,11 +32,13 @@ KAI_BINARIES = ("kai-scheduler", "kai-binder", "kai-podgrouper", "kai-queuecontr
                 "kai-admission")
 # kube-proxy runs in the sim's network namespace and routes Services to the model-server stand-ins.
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-# `--with` name -> recipe. helm and actionlint check kind/ and .github/; the sim itself never runs them.
-OPTIONAL = {"kai": "kai-scheduler", "karpenter": "karpenter", "helm": "helm", "actionlint": "actionlint",
-            "real-nodes": "kubelet"}
-# What `--with real-nodes` builds besides the kubelet: gpupoc's own sandbox (pause) program and device plugin.
-REAL_NODE_EXTRAS = ("pause", "device-plugin")
+# `--with` name -> its recipes. helm and actionlint check kind/ and .github/; the sim itself never runs them.
+# real-nodes: the kubelet, gpupoc's own sandbox (pause) program and device plugin; upgrade: the releases before the
+# pinned Kueue and KubeRay (operations.upgrade), as binaries of their own beside the pinned ones.
+OPTIONAL = {"kai": ("kai-scheduler",), "karpenter": ("karpenter",), "helm": ("helm",), "actionlint": ("actionlint",),
+            "real-nodes": ("kubelet", "pause", "device-plugin"), "upgrade": ("kueue-previous", "kuberay-previous")}
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
 ACTIONLINT_MODULE = "github.com/rhysd/actionlint"
 
@@ -181,11 +183,18 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
                ldflags=kubernetes_ldflags(pins.kubernetes),
                wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kubelet.log"), optional=True),
         Recipe("kwok", pins.kwok, ("kwok",), ("sigs.k8s.io/kwok/cmd/kwok",)),
-        Recipe("kueue", pins.kueue, ("kueue",), ("sigs.k8s.io/kueue/cmd/kueue",)),
+        Recipe("kueue", pins.kueue, ("kueue",), (f"{KUEUE_MODULE}/cmd/kueue",)),
+        # The upgrade in place starts from these (a wrapper each: `go install` would name them as the pinned ones).
+        Recipe("kueue-previous", pins.kueue_previous, ("kueue-previous",), (f"{KUEUE_MODULE}/cmd/kueue",),
+               wrapper_go_mod=lambda: plain_wrapper("kueue-previous", KUEUE_MODULE, pins.kueue_previous,
+                                                    log_dir / "kueue-previous.log"), optional=True),
+        Recipe("kuberay-previous", pins.kuberay_previous, ("ray-operator-previous",), (KUBERAY_MODULE,),
+               wrapper_go_mod=lambda: plain_wrapper("kuberay-previous", KUBERAY_MODULE, pins.kuberay_previous,
+                                                    log_dir / "kuberay-previous.log"), optional=True),
         Recipe("volcano", pins.volcano, ("volcano-scheduler", "volcano-controller-manager"),
                ("volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano/cmd/controller-manager"),
                wrapper_go_mod=lambda: volcano_wrapper(pins, log_dir / "volcano.log")),
-        Recipe("kuberay", pins.kuberay, ("ray-operator",), ("github.com/ray-project/kuberay/ray-operator",)),
+        Recipe("kuberay", pins.kuberay, ("ray-operator",), (KUBERAY_MODULE,)),
         Recipe("kube-state-metrics", pins.kube_state_metrics, ("kube-state-metrics",),
                ("k8s.io/kube-state-metrics/v2",),
                wrapper_go_mod=lambda: plain_wrapper("kube-state-metrics", "k8s.io/kube-state-metrics/v2",
@@ -263,9 +272,7 @@ def selected(all_recipes: Sequence[Recipe], only: Sequence[str], with_optional: 
                           f"--with takes {', '.join(OPTIONAL)}")
     if only:
         return [r for r in all_recipes if r.name in only]
-    extra = {OPTIONAL[w] for w in with_optional}
-    if "real-nodes" in with_optional:
-        extra.update(REAL_NODE_EXTRAS)
+    extra = {name for w in with_optional for name in OPTIONAL[w]}
     return [r for r in all_recipes if not r.optional or r.name in extra]
 
 

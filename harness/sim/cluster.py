@@ -424,13 +424,18 @@ def stop_component(name: str, say: Say = print) -> None:
 
 
 def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOUT_S,
-                    argv: tuple[str, ...] | None = None) -> int:
+                    argv: tuple[str, ...] | None = None, version: str | None = None) -> int:
     """Start a stopped component again with the arguments `up` gave it, or with `argv` from now on (a
-    misconfiguration on purpose, until started again with its own); thaw a frozen one. Its new pid."""
+    misconfiguration on purpose, until started again with its own; another release of it when its program differs,
+    `version` then saying which); thaw a frozen one. Its new pid."""
     lay = layout()
     state, comp = _component(name, lay)
     if argv is not None:
         comp["argv"] = list(argv)
+        if not procs.is_running(comp["pid"], comp["binary"]):
+            comp["binary"] = argv[0]  # what the process runs: how a later probe knows it is ours
+    if version is not None:
+        comp["version"] = version
     if procs.is_running(comp["pid"], comp["binary"]):
         thawed = procs.thaw(comp["pid"], comp["binary"])
         _end_fault(lay, name)

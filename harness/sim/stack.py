@@ -273,10 +273,11 @@ def create_kai_defaults(api: client.ApiClient) -> None:
     apply_objects(api, objects)
 
 
-def register_kueue_webhooks(api: client.ApiClient, layout: Layout, ports: Ports) -> None:
-    """After Kueue serves: its webhooks by URL, so a queued Job is suspended at creation."""
+def register_kueue_webhooks(api: client.ApiClient, layout: Layout, ports: Ports, version: str | None = None) -> None:
+    """After Kueue serves: its webhooks by URL, so a queued Job is suspended at creation (those of `version`'s
+    manifest; the pinned one's by default)."""
     module, manifest = KUEUE_WEBHOOKS
-    shipped = list(yaml.safe_load_all((_module_dir(module, load_pins().kueue) / manifest).read_text()))
+    shipped = list(yaml.safe_load_all((_module_dir(module, version or load_pins().kueue) / manifest).read_text()))
     ca_pem = (layout.pki / "gpupoc-sim-ca.crt").read_bytes()
     apply_objects(api, kueue.webhook_configurations([d for d in shipped if d], ports.kueue_webhook, ca_pem))
 

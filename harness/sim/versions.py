@@ -16,9 +16,11 @@ class Pins:
     etcd: str
     kwok: str
     kueue: str
+    kueue_previous: str
     volcano: str
     volcano_apis: str
     kuberay: str
+    kuberay_previous: str
     kube_state_metrics: str
     kai_scheduler: str
     kai_scheduler_module: str
@@ -37,7 +39,8 @@ def load_pins(path: Path = VERSIONS_FILE) -> Pins:
         data = tomllib.loads(path.read_text())
         versions = {name.replace("-", "_"): str(table["version"]) for name, table in data.items()}
         return Pins(**versions, volcano_apis=str(data["volcano"]["apis_version"]),
-                    kai_scheduler_module=str(data["kai-scheduler"]["module"]))
+                    kai_scheduler_module=str(data["kai-scheduler"]["module"]),
+                    kueue_previous=str(data["kueue"]["previous"]), kuberay_previous=str(data["kuberay"]["previous"]))
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: cannot read pinned versions ({exc}); every table needs a version, "
-                          "[volcano] an apis_version and [kai-scheduler] a module") from exc
+                          "[volcano] an apis_version, [kai-scheduler] a module, [kueue] and [kuberay] a previous") from exc

@@ -26,6 +26,7 @@ from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DE
                                 parse_schedulers, ports_from_env, schedulers_from_env)
 from harness.sim.nodes import add_nodes, remove_nodes, simulated_node_names, wait_nodes_ready
 from harness.sim.slurm import daemons as _slurm
+from harness.sim import releases as _releases
 from harness.sim import standin as _standin
 from harness.sim.worker_sims import worker_sims
 from harness.sim.versions import Pins, load_pins
@@ -34,7 +35,8 @@ __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUC
            "DEFAULT_NODES", "GpuSpec", "Pins", "PORT_BASE_ENV", "SCHEDULERS_ENV", "SimConfig", "add_nodes",
            "api_client", "audit_log",
            "build", "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns",
-           "down", "enter_netns_for_exec", "faults_injected", "freeze_component", "is_the_sim", "is_up",
+           "down", "enter_netns_for_exec", "install_release", "releases_of", "running_release", "start_release",
+           "stop_release", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
            "prometheus_url", "real_node_cpu_isolation", "remove_nodes", "restart_component", "simulated_node_names",
            "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero",
@@ -108,6 +110,12 @@ def _gpu_type_of(conf: Path) -> str:
 
 
 standin_arguments = _standin.arguments
+# A scheduler's releases on the sim (operations.upgrade): the one before the pinned one, and the pinned one.
+releases_of = _releases.releases
+running_release = _releases.running
+install_release = _releases.install
+stop_release = _releases.stop
+start_release = _releases.start
 
 
 def serve_model_server_standin(args: Any) -> None:

@@ -1,7 +1,8 @@
 """The operations suite on the sim: schedulers combined (Kueue in front of Volcano) passing with the pair's gang
 held whole, and FAILing, with the measured value, when the jobs bypass the queue; one queue over two clusters
 (MultiKueue, two worker sims) passing with a worker lost mid-run, and FAILing when the workers' kubeconfigs name
-their CA by path."""
+their CA by path; an upgrade in place (Kueue v0.18.3 -> v0.19.2) passing with a busy queue, and FAILing when its CRD
+step is left out."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from harness.backends.kueue import QUEUE_LABEL
 from harness.config.profile import Profile
 from harness.core.errors import CriterionViolation
 from harness.criteria.operations.combined import CRITERION
-from harness.criteria.operations import multicluster
+from harness.criteria.operations import multicluster, upgrade
 from harness.jobs.kubernetes import Workloads
 from harness.jobs.model import GangJob
 from harness.record.evidence import Evidence
@@ -25,9 +26,11 @@ from harness.record.model import load_record
 from harness.run.outcomes import load_expected, unexpected
 from harness.setup.multicluster import CA_BY_PATH_ENV
 from harness.targets import sim
+from harness.targets.upgrade import SimUpgrade
 from harness.targets.target import Target
 from suites.operations.test_combined import combined_run
 from suites.operations.test_multicluster import WORKERS, multicluster_run
+from suites.operations.test_upgrade import served_crds, upgrade_run
 from tests.suites.test_governance import suite
 
 
@@ -107,3 +110,32 @@ def test_one_queue_over_two_clusters_runs_each_job_once_and_moves_a_lost_workers
     assert checks["max_redispatch_s"].measured is not None and checks["max_redispatch_s"].measured > 0
     rows = evidence.tables["each job, on the manager and on the workers"]
     assert any("," in row["ran on"] for row in rows), rows  # a job that ran on the worker taken away, then the other
+
+
+@pytest.mark.parametrize("backend", ["kueue"], indirect=True)
+def test_upgrade_in_place_fails_when_the_crd_step_is_left_out(target: Target, workloads: Workloads,
+                                                               queue_model: Profile) -> None:
+    """Kueue v0.18.3 -> v0.19.2 with the controller replaced but not its CRDs: the queue still runs, but the API
+    server serves v0.18.3's Workload and MultiKueueConfig schemas (at most 10 pod sets where v0.19.2 allows 18)."""
+    evidence = Evidence.of(upgrade.CRITERION, "kueue", queue_model.thresholds[upgrade.CRITERION.id])
+    with pytest.raises(CriterionViolation, match=r"max_crds_behind: 2 CRDs \(wanted <= 0 CRDs\)"):
+        upgrade_run(target, workloads, queue_model, SimUpgrade(("kueue",), with_crds=False), evidence)
+    assert any("workloads.kueue.x-k8s.io: " in n and "maxItems: 10 (release: 18)" in n for n in evidence.notes), \
+        evidence.notes
+    assert sim.running_release("kueue") == f"kueue {sim.load_pins().kueue}"  # put back, CRDs too
+    assert upgrade_crds_behind(target) == {}
+
+
+@pytest.mark.parametrize("backend", ["kueue"], indirect=True)
+def test_upgrade_in_place_keeps_a_busy_queue(target: Target, workloads: Workloads, queue_model: Profile) -> None:
+    evidence = Evidence.of(upgrade.CRITERION, "kueue", queue_model.thresholds[upgrade.CRITERION.id])
+    upgrade_run(target, workloads, queue_model, SimUpgrade(("kueue",)), evidence)
+    checks = {c.name: c for c in evidence.checks}
+    assert all(c.passed and not c.not_checked for c in checks.values()), [c.describe() for c in checks.values()]
+    assert any("before it: kueue v0.18.3" in n for n in evidence.notes), evidence.notes
+    assert sim.running_release("kueue") == f"kueue {sim.load_pins().kueue}"
+
+
+def upgrade_crds_behind(target: Target) -> dict[str, list[str]]:
+    release = sim.releases_of("kueue")[1].crds()
+    return upgrade.crds_behind(served_crds(target.api, [c["metadata"]["name"] for c in release]), release)
