@@ -8,7 +8,8 @@ one (Kueue v0.18.3, KubeRay v1.5.0: `gpupoc sim build --with upgrade`) and upgra
 the pinned one again at the end, whatever happened. On a real cluster it waits for the cluster's own upgrade (the
 controllers' images changing) and reads what it did, only with --allow-destructive.
 
-Measured: seconds from the new release started to the first admission of a waiting job; waiting jobs lost; jobs
+Measured: seconds without admissions (from the old release's controllers stopped to the first admission of a
+waiting job); waiting jobs lost; jobs
 admitted twice; the running job's pods replaced; the queues and jobs the new release refuses (their status); and the
 CRDs the API server serves against the new release's own (missing, or lacking its fields or rules).
 """
@@ -62,7 +63,7 @@ def upgrade_run(target: Target, workloads: JobSystem, profile: Profile, upgrade:
                 f"{back_at - stopped_at:.1f} s after the old release stopped; {len(busy.fillers)} fillers deleted "
                 "meanwhile.")
         busy.wait_admitted("the upgrade", ev)
-        busy.measure(ev, back_at, before, "the upgrade")
+        busy.measure(ev, stopped_at, before, "the upgrade", resume="max_admission_gap_s")
         refusals = refused_objects(target.api, workloads, busy)
         ev.expect("max_objects_refused", len(refusals))
         if refusals:

@@ -93,14 +93,16 @@ class BusyQueue:
         except WaitTimeout as exc:
             ev.note(str(exc))
 
-    def measure(self, ev: Evidence, back_at: float, before: dict[str, set[str]], after: str) -> None:
-        """resume_within_s, max_jobs_lost, max_admitted_twice and max_running_disturbed into `ev`."""
+    def measure(self, ev: Evidence, since: float, before: dict[str, set[str]], after: str,
+                resume: str = "resume_within_s") -> None:
+        """`resume` (seconds from `since` to the first admission of a waiting job), max_jobs_lost,
+        max_admitted_twice and max_running_disturbed into `ev`."""
         names = {j.name for j in self.waiting}
-        resume = first_admission_after(self.binds, names, back_at)
+        first = first_admission_after(self.binds, names, since)
         never = lost(self.binds, {j.name: j.pods for j in self.waiting})
         twice = admitted_twice(self.binds, {j.name: j.pods for j in [self.steady, *self.fillers, *self.waiting]})
         shaken = disturbed(before, {self.steady.name: running_uids(self.steady_pods.objects, self.steady)})
-        ev.expect("resume_within_s", None if resume is None else round(resume, 3))
+        ev.expect(resume, None if first is None else round(first, 3))
         ev.expect("max_jobs_lost", len(never))
         ev.expect("max_admitted_twice", len(twice))
         ev.expect("max_running_disturbed", len(shaken))

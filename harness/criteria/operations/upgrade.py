@@ -16,11 +16,11 @@ from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
 CRITERION = register(Criterion(
     "operations.upgrade",
     "With jobs running and jobs waiting, the backend's controllers are replaced by their next release (CRDs first, "
-    "then the controllers): admissions resume within the threshold, no waiting job is lost, none is admitted twice, "
+    "then the controllers): admissions stop for no longer than the threshold, no waiting job is lost, none is admitted twice, "
     "the jobs running through the upgrade keep their pods, the new release refuses none of the objects that were "
     "there, and the cluster serves the new release's CRDs.",
-    (Threshold("resume_within_s", "seconds from the new release's controllers started to the first admission of a "
-               "job that waited through the upgrade", AT_MOST, " s"),
+    (Threshold("max_admission_gap_s", "seconds without admissions: from the old release's controllers stopped to the "
+               "first admission of a job that waited through the upgrade", AT_MOST, " s"),
      Threshold("max_jobs_lost", "jobs waiting at the upgrade and never admitted afterwards", AT_MOST, " jobs"),
      Threshold("max_admitted_twice", "jobs with more pods bound than they have (admitted again)", AT_MOST, " jobs"),
      Threshold("max_running_disturbed", "jobs running through the upgrade whose pods were replaced or stopped",
