@@ -46,6 +46,12 @@ class SimRestart:
         return started
 
 
+def deployments_named(api: client.ApiClient, names: tuple[str, ...]) -> list[client.V1Deployment]:
+    """The Deployments called `names`, in any namespace."""
+    apps = client.AppsV1Api(api)
+    return [d for n in names for d in apps.list_deployment_for_all_namespaces(field_selector=f"metadata.name={n}").items]
+
+
 @dataclass
 class DeploymentRestart:
     """Scale the named Deployments (found in any namespace) to 0, then back."""
@@ -56,9 +62,7 @@ class DeploymentRestart:
     _replicas: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def _deployments(self) -> list[client.V1Deployment]:
-        apps = client.AppsV1Api(self.api)
-        found = [d for n in self.names
-                 for d in apps.list_deployment_for_all_namespaces(field_selector=f"metadata.name={n}").items]
+        found = deployments_named(self.api, self.names)
         if not found:
             raise HarnessError(f"no controller Deployment named {', '.join(self.names)} on this cluster")
         return found

@@ -19,6 +19,7 @@ from harness.cluster.wait import poll
 from harness.core import progress
 from harness.core.errors import HarnessError, WaitTimeout
 from harness.targets import sim
+from harness.targets.restart import deployments_named
 
 POLL_S = 1.0
 
@@ -117,9 +118,7 @@ class ClusterUpgrade:
         return self.names
 
     def _deployments(self) -> list[client.V1Deployment]:
-        apps = client.AppsV1Api(self.api)
-        return [d for n in self.names
-                for d in apps.list_deployment_for_all_namespaces(field_selector=f"metadata.name={n}").items]
+        return deployments_named(self.api, self.names)
 
     def _images(self) -> dict[tuple[str, str], tuple[str, ...]]:
         return {(d.metadata.namespace, d.metadata.name): tuple(c.image for c in d.spec.template.spec.containers)

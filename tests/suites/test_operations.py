@@ -6,6 +6,8 @@ step is left out."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from kubernetes import client
 from harness.backends import Backend
 from harness.backends.kueue import QUEUE_LABEL
 from harness.config.profile import Profile
-from harness.core.errors import CriterionViolation
+from harness.core.errors import CriterionViolation, WaitTimeout
 from harness.criteria.operations.combined import CRITERION
 from harness.criteria.operations import multicluster, upgrade
 from harness.jobs.kubernetes import Workloads
@@ -26,7 +28,7 @@ from harness.record.model import load_record
 from harness.run.outcomes import load_expected, unexpected
 from harness.setup.multicluster import CA_BY_PATH_ENV
 from harness.targets import sim
-from harness.targets.upgrade import SimUpgrade
+from harness.targets.upgrade import ClusterUpgrade, SimUpgrade
 from harness.targets.target import Target
 from suites.operations.test_combined import combined_run
 from suites.operations.test_multicluster import WORKERS, multicluster_run
@@ -139,3 +141,31 @@ def test_upgrade_in_place_keeps_a_busy_queue(target: Target, workloads: Workload
 def upgrade_crds_behind(target: Target) -> dict[str, list[str]]:
     release = sim.releases_of("kueue")[1].crds()
     return upgrade.crds_behind(served_crds(target.api, [c["metadata"]["name"] for c in release]), release)
+
+
+def test_a_clusters_own_upgrade_is_seen_from_its_deployments(sim_api: client.ApiClient) -> None:
+    """On a real cluster the case waits for the cluster's own upgrade: a controller Deployment's image changing, then
+    its new pods available. Here a stand-in Deployment on the sim is upgraded by hand, one second into the wait."""
+    core, apps = client.CoreV1Api(sim_api), client.AppsV1Api(sim_api)
+    namespace = name = f"upgrade-watch-{int(time.time())}"
+    core.create_namespace({"metadata": {"name": namespace, "labels": {"gpupoc.io/test": "upgrade-watch"}}})
+    try:
+        apps.create_namespaced_deployment(namespace, {
+            "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{
+                         "name": "manager", "image": "sim/controller:v1",
+                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+        watch = ClusterUpgrade(sim_api, (name,), timeout_s=60)
+        assert watch.prepare() == f"{namespace}/{name}: sim/controller:v1"
+        with pytest.raises(WaitTimeout, match=rf"no upgrade of {name} seen within 1 s: .*sim/controller:v1"):
+            ClusterUpgrade(sim_api, (name,), timeout_s=1, _before=watch._before).stop()
+        patch = {"spec": {"template": {"spec": {"containers": [{"name": "manager", "image": "sim/controller:v2"}]}}}}
+        threading.Timer(1.0, apps.patch_namespaced_deployment, (name, namespace, patch)).start()
+        stopped = watch.stop()
+        assert watch.start() >= stopped
+        assert watch.upgraded_to() == f"{namespace}/{name}: sim/controller:v2"
+        available = apps.read_namespaced_deployment(name, namespace).status
+        assert (available.updated_replicas, available.available_replicas) == (1, 1)
+    finally:
+        core.delete_namespace(namespace)
