@@ -64,8 +64,11 @@ def releases(scheduler: str) -> tuple[Release, Release]:
 
 
 def running(scheduler: str) -> str:
-    """The version of `scheduler` the sim runs now, as its state says ('kueue v0.19.2')."""
+    """The release of `scheduler` the sim runs now, as its state says ('kueue v0.19.2'); '' when its controller is
+    not running."""
     name = SCHEDULERS[scheduler][0]
+    if not cluster.component_running(name):
+        return ""
     state = cluster.recorded_state(cluster.layout())
     return str(state.get("components", {}).get(name, {}).get("version") or "unknown")
 
@@ -124,7 +127,9 @@ def _exists(extensions: client.ApiextensionsV1Api, name: str) -> bool:
 
 
 def install(api: client.ApiClient, release: Release, say: Callable[[str], None] = lambda _: None) -> None:
-    """The release in place of whatever runs now: its CRDs, its controller (stopped first when running)."""
+    """The release in place of whatever runs now: its CRDs, its controller (stopped first when running; nothing
+    stopped when the release's program is not built)."""
+    binary(release.program, BUILD_HINT)
     if cluster.component_running(release.component):
         stop(release)
     start(api, release, say=say)

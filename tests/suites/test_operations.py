@@ -169,3 +169,13 @@ def test_a_clusters_own_upgrade_is_seen_from_its_deployments(sim_api: client.Api
         assert (available.updated_replicas, available.available_replicas) == (1, 1)
     finally:
         core.delete_namespace(namespace)
+
+
+def test_the_pinned_release_is_put_back_when_the_case_broke_off_with_the_controller_stopped(
+        sim_api: client.ApiClient) -> None:
+    """An upgrade that stopped in the middle (the old controller stopped, the new one never started): the case's end
+    starts the pinned release again, its CRDs first."""
+    sim.stop_component("kueue", say=lambda _: None)
+    assert sim.running_release("kueue") == ""
+    assert SimUpgrade(("kueue",)).restore() == []
+    assert sim.running_release("kueue") == f"kueue {sim.load_pins().kueue}"
