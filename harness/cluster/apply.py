@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Iterable
@@ -36,3 +37,18 @@ def apply_objects(api: client.ApiClient, objects: Iterable[dict[str, Any]],
         applied.append(dynamic.server_side_apply(resource, body=obj, name=meta["name"], namespace=meta.get("namespace"),
                                                  field_manager=field_manager, force_conflicts=True))
     return applied
+
+
+def served_crds(api: client.ApiClient, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Those of the CRDs `names` the API server has, by name (as plain JSON: their typed models are slow)."""
+    extensions = client.ApiextensionsV1Api(api)
+    served = {}
+    for name in names:
+        try:
+            answer = extensions.read_custom_resource_definition(name, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                continue
+            raise
+        served[name] = json.loads(answer.read())
+    return served

@@ -22,6 +22,7 @@ from harness.sim import cluster, crds, stack
 from harness.sim.build import KUBERAY_MODULE, KUEUE_MODULE
 from harness.sim.components import binary
 from harness.sim.config import ports_from_env
+from harness.cluster.apply import served_crds
 from harness.cluster.wait import poll
 from harness.sim.versions import load_pins
 
@@ -110,20 +111,10 @@ def apply_crds(api: client.ApiClient, release: Release) -> None:
             if exc.status != 404:
                 raise
     if extra:
-        left = poll(lambda: [n for n in extra if _exists(extensions, n)], lambda found: not found, CRD_GONE_S, 0.2)
+        left = poll(lambda: list(served_crds(api, extra)), lambda found: not found, CRD_GONE_S, 0.2)
         if left:
             raise ConfigError(f"CRDs {', '.join(left)} not removed after {CRD_GONE_S:.0f} s")
     crds.apply_crds(api, own)
-
-
-def _exists(extensions: client.ApiextensionsV1Api, name: str) -> bool:
-    try:
-        extensions.read_custom_resource_definition(name, _preload_content=False).read()
-        return True
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
 
 
 def install(api: client.ApiClient, release: Release, say: Callable[[str], None] = lambda _: None) -> None:

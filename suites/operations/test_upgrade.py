@@ -16,7 +16,6 @@ CRDs the API server serves against the new release's own (missing, or lacking it
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +24,7 @@ from kubernetes import client
 from harness.backends import Backend
 from harness.backends.base import UPGRADE
 from harness.backends.kueue import API_VERSION
-from harness.cluster.apply import dynamic_client
+from harness.cluster.apply import dynamic_client, served_crds
 from harness.config.profile import Profile
 from harness.criteria.operations.upgrade import CRITERION, crds_behind, refused, summary
 from harness.jobs.system import JobSystem
@@ -106,17 +105,3 @@ def refused_objects(api: client.ApiClient, workloads: JobSystem, busy: BusyQueue
 def _read(resource: Any, name: str, namespace: str | None) -> dict[str, Any]:
     return dict(resource.get(name=name, namespace=namespace).to_dict())
 
-
-def served_crds(api: client.ApiClient, names: list[str]) -> dict[str, dict[str, Any]]:
-    """The CRDs the API server serves, by name, of those `names` (as plain JSON: their typed models are slow)."""
-    extensions = client.ApiextensionsV1Api(api)
-    served = {}
-    for name in names:
-        try:
-            answer = extensions.read_custom_resource_definition(name, _preload_content=False)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                continue
-            raise
-        served[name] = json.loads(answer.read())
-    return served

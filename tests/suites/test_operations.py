@@ -17,6 +17,7 @@ from kubernetes import client
 
 from harness.backends import Backend
 from harness.backends.kueue import QUEUE_LABEL
+from harness.cluster.apply import served_crds
 from harness.config.profile import Profile
 from harness.core.errors import CriterionViolation, WaitTimeout
 from harness.criteria.operations.combined import CRITERION
@@ -32,7 +33,7 @@ from harness.targets.upgrade import ClusterUpgrade, SimUpgrade
 from harness.targets.target import Target
 from suites.operations.test_combined import combined_run
 from suites.operations.test_multicluster import WORKERS, multicluster_run
-from suites.operations.test_upgrade import served_crds, upgrade_run
+from suites.operations.test_upgrade import upgrade_run
 from tests.suites.test_governance import suite
 
 
