@@ -17,13 +17,16 @@ import pytest
 
 from harness import backends as backend_registry
 from harness.run import headstart, collect as record
-from harness.core import progress
+from harness.core import hostload, progress
 from harness.config.options import OPTIONS, resolve
 from harness.core.errors import ConfigError, HarnessError
-from harness.run.keys import (CALL_REPORT_KEY, CONFIG_KEY, EVIDENCE_KEY, LATE_KEY, SETUP_START_KEY, TARGET_KEY,
-                              run_config)
+from harness.run.keys import (CALL_REPORT_KEY, CONFIG_KEY, EVIDENCE_KEY, LATE_KEY, LOAD_KEY, SETUP_START_KEY,
+                              TARGET_KEY, run_config)
 from harness.run.session import _say_live, _terminated, connected, start_head_starts, end_of_run
-from harness.run.reports import is_harness_error, note_environment_faults, note_outages, record_outcome, redact_report
+from harness.run import repeat
+from harness.run.outcomes import INCONCLUSIVE
+from harness.run.reports import (is_harness_error, is_inconclusive, note_environment_faults, note_outages,
+                                 record_outcome, redact_report)
 from harness.run.fixtures import (api, backend, destructive, disrupts, evidence, gpupoc_config, gpus_held, head_start,
                                   namespace, profile, prometheus, queue_model, submitted, target, workloads)
 
@@ -112,24 +115,46 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 item.add_marker(pytest.mark.skip(reason=SCALE_NOT_RUN))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A case of the suites runs again while it cannot decide (harness/run/repeat.py)."""
+    return repeat.protocol(item, nextitem) if item.nodeid.startswith("suites/") else None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if report.when == "setup":
         item.stash[SETUP_START_KEY] = report.start  # a fault during setup counts for the test too
+        item.stash[LOAD_KEY] = hostload.snapshot()
     if report.when == "call":
         item.stash[CALL_REPORT_KEY] = report  # lets fixture teardowns know the test failed
+        note_host_load(item)
     if report.when == "call" and report.failed and is_harness_error(call.excinfo):
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
+    if report.when == "call" and report.failed and is_inconclusive(call.excinfo):
+        report.user_properties.append(("gpupoc_outcome", INCONCLUSIVE))
     if report.when == "call":
         note_outages(item, report)
         note_environment_faults(item, report, call)
     if report.failed:  # what the terminal, JUnit and pytest-html show of a failure: no secret in it
         redact_report(report, record.all_secrets(item.config, item.config.stash.get(TARGET_KEY, None)))
     outcome = record_outcome(report)
-    if outcome:
+    if outcome and item.nodeid.startswith("suites/") and repeat.runs_again(item, outcome):
+        report.user_properties.append(("gpupoc_repeat", True))  # not the record's: the case runs again
+    elif outcome:
         record.add_result(item.config, item, report, outcome, item.stash.get(EVIDENCE_KEY, []))
     return report
+
+
+def note_host_load(item: pytest.Item) -> None:
+    """The host's CPU load over the case (its set-up to the end of its call) beside its evidence."""
+    first = item.stash.get(LOAD_KEY, None)
+    if first is None:
+        return
+    load = hostload.between(first, hostload.snapshot())
+    for ev in item.stash.get(EVIDENCE_KEY, []):
+        ev.host.update(load)
 
 
 def pytest_html_report_title(report: Any) -> None:
@@ -151,6 +176,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
     if report.when == "call" and ("gpupoc_outcome", "ERROR") in report.user_properties:
         return "error", "E", ("ERROR", {"red": True})
+    if report.when == "call" and ("gpupoc_outcome", INCONCLUSIVE) in report.user_properties:
+        return "failed", "I", ("INCONCLUSIVE", {"blue": True})
     return None
 
 

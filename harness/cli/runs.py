@@ -138,11 +138,21 @@ def command(args: argparse.Namespace) -> int:
 
 
 def check_designed(path: Path) -> int:
+    """Wrong outcomes (a regression) and undecided ones (INCONCLUSIVE: listed apart; beyond
+    outcomes.MAX_UNDECIDED_SHARE of the cells the run did not decide) each fail it."""
     record = load_record(path)
-    problems = outcomes.unexpected([(r.criterion, r.backend, r.outcome) for r in record.results],
-                                   outcomes.load_expected())
+    results = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    problems = outcomes.unexpected(results, outcomes.load_expected())
+    undecided = outcomes.undecided(results)
     for line in problems:
         print(f"gpupoc: not as designed: {line}")
-    if not problems:
-        print(f"gpupoc: {len(record.results)} results as designed (suites/expected.yaml)")
-    return 1 if problems else 0
+    for line in undecided:
+        print(f"gpupoc: not decided (INCONCLUSIVE): {line}")
+    too_many = len(undecided) > outcomes.MAX_UNDECIDED_SHARE * max(1, len(results))
+    if too_many:
+        print(f"gpupoc: {len(undecided)} of {len(results)} results not decided, more than "
+              f"{outcomes.MAX_UNDECIDED_SHARE:.0%}: the run did not decide")
+    if not problems and not too_many:
+        print(f"gpupoc: {len(results) - len(undecided)} results as designed (suites/expected.yaml)"
+              + (f", {len(undecided)} not decided" if undecided else ""))
+    return 1 if problems or too_many else 0

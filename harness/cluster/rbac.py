@@ -85,6 +85,9 @@ def request_of(method: str, url: str) -> Request:
     if method == "GET":
         watching = query.get("watch", [""])[0] in ("true", "1")
         verb = "watch" if watching else ("get" if name else "list")
+        if not name:  # a list or watch of one object by name: RBAC sees its name (RequestInfo does the same)
+            selector = query.get("fieldSelector", [""])[0]
+            name = selector.split("=", 1)[1] if selector.startswith("metadata.name=") and "," not in selector else ""
     elif method == "DELETE":
         verb = "delete" if name else "deletecollection"
     else:

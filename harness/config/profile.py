@@ -94,6 +94,9 @@ class ScaleSpec:
     submitters: int = 8
 
 
+DEFAULT_MAX_RUNS = 3
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -110,6 +113,9 @@ class Profile:
     # workload class -> the criteria that decide whether a backend fits it (empty: the record's defaults,
     # harness/record/fit.py)
     scenarios: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # how often a case whose deciding interval straddles its threshold runs, pooling its samples, before it ends
+    # INCONCLUSIVE (harness/run/repeat.py)
+    max_runs: int = DEFAULT_MAX_RUNS
     extra: dict[str, Any] = field(default_factory=dict)
 
     def threshold(self, criterion: str, name: str) -> float:
@@ -363,7 +369,10 @@ def _sample(f: _Fields) -> Sample:
 def parse_profile(data: Any, source: str) -> Profile:
     f = _Fields(data, "", source)
     f.only(("name", "tenants", "gpu", "thresholds", "timeouts", "prometheus", "submit_as", "inference", "scale",
-            "workloads", "scenarios"))
+            "workloads", "scenarios", "max_runs"))
+    max_runs = f.get("max_runs", int, DEFAULT_MAX_RUNS)
+    if max_runs < 1:
+        raise f.fail("max_runs", f"must be at least 1, got {max_runs}")
     submit_as = f.get("submit_as", str, "runner")
     if submit_as not in SUBMITTERS:
         raise f.fail("submit_as", f"must be one of {', '.join(SUBMITTERS)}, got {submit_as!r}")
@@ -397,7 +406,7 @@ def parse_profile(data: Any, source: str) -> Profile:
                    inference_url=inference.get("url", str, None),
                    scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec(),
                    workloads=_workloads(f.child("workloads")) if "workloads" in f.data else WorkloadSpec(),
-                   scenarios=_scenarios(f.optional("scenarios")))
+                   scenarios=_scenarios(f.optional("scenarios")), max_runs=max_runs)
 
 
 def _scenarios(f: _Fields) -> dict[str, tuple[str, ...]]:

@@ -2,6 +2,7 @@
 
     GpupocError
     ├── CriterionViolation      a measured value missed its threshold (test FAIL)
+    ├── Inconclusive            a measured interval straddles its threshold (test INCONCLUSIVE)
     └── HarnessError            the run itself broke (test ERROR)
         ├── ConfigError         bad flag, profile or environment; exit status 2
         ├── BuildError          a component of the sim did not build
@@ -21,6 +22,17 @@ class CriterionViolation(GpupocError, AssertionError):
 
     def __init__(self, criterion: str, measured: object, wanted: str) -> None:
         super().__init__(f"{criterion}: measured {measured}, wanted {wanted}")
+        self.criterion = criterion
+        self.measured = measured
+        self.wanted = wanted
+
+
+class Inconclusive(GpupocError):
+    """A measured interval straddles its threshold, after every run the profile allows: not decided, neither
+    passed nor failed."""
+
+    def __init__(self, criterion: str, measured: object, wanted: str) -> None:
+        super().__init__(f"{criterion}: not decided: measured {measured}, wanted {wanted}")
         self.criterion = criterion
         self.measured = measured
         self.wanted = wanted

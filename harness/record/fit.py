@@ -4,6 +4,8 @@ verdict per class with the deciding measured values, each linked to its evidence
 
 - fits: every deciding criterion ran and passed, every sub-check made;
 - fits with findings: none failed, but some were skipped or had sub-checks that could not be made (named);
+- not decided: none failed, but a deciding value's interval straddles its threshold (INCONCLUSIVE: "not decided:
+  measured X [low, high] against Z");
 - does not fit: a deciding criterion failed, errored or did not finish (named, measured against wanted);
 - not tested: no deciding criterion ran on it.
 A criterion run once per cluster (backend "-") decides for every backend. Over repeated runs a cell holds each
@@ -17,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from harness.record.model import Record, Result
 from harness.record.verdict import CLUSTER, SEVERITY, missed, unchecked
 
-FITS, FINDINGS, NO_FIT, NOT_TESTED = "fits", "fits with findings", "does not fit", "not tested"
+FITS, FINDINGS, UNDECIDED, NO_FIT, NOT_TESTED = ("fits", "fits with findings", "not decided", "does not fit",
+                                                 "not tested")
 BAD = ("FAIL", "ERROR", "UNFINISHED")
 # The workload classes and the criteria that decide each, unless the profile names its own (profile `scenarios`).
 DEFAULT_SCENARIOS: dict[str, tuple[str, ...]] = {
@@ -63,7 +66,7 @@ def decider(criterion: str, results: list[Result]) -> Decider:
     if not results:
         return Decider(criterion, "SKIP", "not run")
     result = max(results, key=lambda r: SEVERITY.get(r.outcome, 0))
-    if result.outcome in BAD:
+    if result.outcome in BAD or result.outcome == "INCONCLUSIVE":
         why = missed(result)
     elif result.outcome == "SKIP":
         why = result.message.strip().splitlines()[0] if result.message.strip() else "skipped"
@@ -129,6 +132,8 @@ def verdict_of(deciders: list[Decider]) -> str:
         return NOT_TESTED
     if any(o in BAD for o in outcomes):
         return NO_FIT
+    if any(o == "INCONCLUSIVE" for o in outcomes):
+        return UNDECIDED
     if any(o == "SKIP" or d.why for o, d in zip(outcomes, deciders)):
         return FINDINGS
     return FITS

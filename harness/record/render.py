@@ -10,7 +10,7 @@ import jinja2
 import yaml
 
 from harness.record.charts import evidence_charts
-from harness.record.fit import FINDINGS, FITS, NO_FIT, NOT_TESTED, fits
+from harness.record.fit import FINDINGS, FITS, NO_FIT, NOT_TESTED, UNDECIDED, fits
 from harness.record.model import Record, Result
 from harness.record.operations import answers, failure_signs
 from harness.record.verdict import SEVERITY, environment_line, title, verdicts, worst
@@ -25,8 +25,14 @@ def short(result: Result) -> str:
     checks = [c for e in result.evidence for c in e.get("checks", [])]
     if checks:
         return "; ".join(f"{c['name']} not checked" if c.get("not_checked")
-                         else f"{c['name']} {c['measured']} ({c['comparison']} {c['threshold']})" for c in checks)
+                         else f"{c['name']} {_interval(c)} ({c['comparison']} {c['threshold']})" for c in checks)
     return result.message.splitlines()[0][:120] if result.message else ""
+
+
+def _interval(check: dict[str, Any]) -> str:
+    low, high = check.get("low"), check.get("high")
+    return f"{check['measured']}" + (f" [{low}, {high}]" if low is not None and high is not None and low != high
+                                     else "")
 
 
 def label(result: Result) -> str:
@@ -61,7 +67,8 @@ def fit_table(record: Record) -> dict[str, Any]:
     return {"backends": list(dict.fromkeys(f.backend for f in found)), "rows": rows, "css": FIT_CSS}
 
 
-FIT_CSS = {FITS: "gp-PASS", FINDINGS: "gp-UNFINISHED", NO_FIT: "gp-FAIL", NOT_TESTED: "gp-SKIP"}
+FIT_CSS = {FITS: "gp-PASS", FINDINGS: "gp-UNFINISHED", UNDECIDED: "gp-INCONCLUSIVE", NO_FIT: "gp-FAIL",
+           NOT_TESTED: "gp-SKIP"}
 
 
 def page(record: Record) -> str:

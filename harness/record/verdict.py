@@ -9,8 +9,9 @@ from typing import Any
 
 from harness.record.model import Record, Result
 
-SEVERITY = {"ERROR": 4, "FAIL": 3, "UNFINISHED": 2, "PASS": 1, "SKIP": 0}
-COLUMNS = ("PASS", "FAIL", "ERROR", "SKIP", "UNFINISHED")
+SEVERITY = {"ERROR": 5, "FAIL": 4, "UNFINISHED": 3, "INCONCLUSIVE": 2, "PASS": 1, "SKIP": 0}
+COLUMNS = ("PASS", "FAIL", "ERROR", "SKIP", "INCONCLUSIVE", "UNFINISHED")
+SHOWN = ("FAIL", "ERROR", "UNFINISHED", "INCONCLUSIVE")  # named under the verdict, worst first
 MESSAGE_CHARS = 200
 CLUSTER = "-"  # the backend of cases run once per target
 
@@ -30,7 +31,7 @@ class BackendVerdict:
     backend: str
     counts: dict[str, int] = field(default_factory=dict)  # outcome -> criteria (each criterion's worst result)
     not_checked: list[Named] = field(default_factory=list)  # criteria with sub-checks that could not be made
-    failed: list[Named] = field(default_factory=list)      # FAIL, ERROR and UNFINISHED, worst first
+    failed: list[Named] = field(default_factory=list)      # FAIL, ERROR, UNFINISHED and INCONCLUSIVE, worst first
 
     @property
     def label(self) -> str:
@@ -46,19 +47,32 @@ def unchecked(result: Result) -> list[dict[str, Any]]:
 
 
 def missed(result: Result) -> str:
-    """The checks a result missed, measured against wanted; else the first line of its message."""
+    """The checks a result missed (or could not decide), measured against wanted; else the first line of its
+    message."""
+    deciding = {"FAIL": "FAIL", "INCONCLUSIVE": "INCONCLUSIVE"}.get(result.outcome)
     checks = [c for e in result.evidence for c in e.get("checks", []) if not c.get("not_checked")
-              and not c.get("passed")]
-    if result.outcome == "FAIL" and checks:
-        return "; ".join(f"{c['name']}: {_measured(c)} (wanted {c['comparison']} {c['threshold']:g}{c.get('unit', '')})"
+              and check_verdict(c) == deciding]
+    if deciding and checks:
+        said = "; ".join(f"{c['name']}: {_measured(c)} (wanted {c['comparison']} {c['threshold']:g}{c.get('unit', '')})"
                          for c in checks)
+        return f"not decided: {said}" if deciding == "INCONCLUSIVE" else said
     first = result.message.strip().splitlines()[0] if result.message.strip() else result.outcome.lower()
     return first[:MESSAGE_CHARS]
 
 
+def check_verdict(check: dict[str, Any]) -> str:
+    """A recorded check's verdict (a record older than intervals: from `passed`)."""
+    return str(check.get("verdict") or ("PASS" if check.get("passed") else "FAIL"))
+
+
 def _measured(check: dict[str, Any]) -> str:
-    value = check.get("measured")
-    return "nothing measured" if value is None else f"{value:g}{check.get('unit', '')}"
+    value, low, high, unit = check.get("measured"), check.get("low"), check.get("high"), check.get("unit", "")
+    if value is None:
+        return "nothing measured"
+    if low is None or high is None or low == high:
+        return f"{value:g}{unit}"
+    runs = check.get("runs", 1)
+    return f"{value:g}{unit} [{low:g}, {high:g}]" + (f" over {runs} runs" if runs > 1 else "")
 
 
 def verdicts(record: Record) -> list[BackendVerdict]:
@@ -73,7 +87,7 @@ def verdicts(record: Record) -> list[BackendVerdict]:
                 continue
             outcome = worst(cell)
             verdict.counts[outcome] = verdict.counts.get(outcome, 0) + 1
-            bad = sorted((r for r in cell if r.outcome in ("FAIL", "ERROR", "UNFINISHED")),
+            bad = sorted((r for r in cell if r.outcome in SHOWN),
                          key=lambda r: -SEVERITY[r.outcome])
             verdict.failed += [Named(criterion, r.outcome, missed(r), r.cell_id) for r in bad]
             gaps = [c for r in cell for c in unchecked(r)]

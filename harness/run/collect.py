@@ -4,10 +4,11 @@ even when the run fails or is interrupted, every file redacted."""
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import platform
 import subprocess
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -134,9 +135,10 @@ def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]
 
 
 def evidence_dict(ev: Evidence) -> dict[str, Any]:
-    data = asdict(ev)
-    data.pop("_spec", None)
-    data["checks"] = [{**asdict(c), "passed": c.passed, "verdict": c.verdict} for c in ev.checks]
+    data = {f.name: copy.deepcopy(getattr(ev, f.name)) for f in fields(ev)
+            if not f.name.startswith("_") and f.name != "checks"}
+    data["checks"] = [{**{f.name: getattr(c, f.name) for f in fields(c) if f.name != "estimate"},
+                       "passed": c.passed, "verdict": c.verdict} for c in ev.checks]
     return data
 
 

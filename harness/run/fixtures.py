@@ -10,7 +10,8 @@ import pytest
 from kubernetes import client
 
 from harness import backends as backend_registry, criteria
-from harness.run import headstart, collect as record
+from harness.run import headstart, collect as record, repeat
+from harness.cluster.lag import observation_lag
 from harness.backends import Backend
 from harness.jobs.system import JobSystem
 from harness.cluster.cleanup import delete_namespace, new_namespace
@@ -24,7 +25,8 @@ from harness.config.profile import Profile
 from harness.cluster.prometheus import Prometheus
 from harness.cluster.safety import destructive_refusal
 from harness.targets.target import Target
-from harness.run.keys import (CALL_REPORT_KEY, DISRUPTED_KEY, EVIDENCE_KEY, HEAD_STARTS_KEY, HELD_KEY, SUBMITTED_KEY,
+from harness.run.keys import (CALL_REPORT_KEY, DISRUPTED_KEY, EVIDENCE_KEY, HEAD_STARTS_KEY, HELD_KEY, LOCK_KEY,
+                              SUBMITTED_KEY,
                               run_config)
 from harness.serving.traffic import stop_clients
 from harness.run.session import apply_queue_model_if_allowed, backend_unavailable, connected
@@ -155,8 +157,14 @@ def evidence(request: pytest.FixtureRequest, profile: Profile) -> Callable[[str]
     it goes into the record."""
     backend_name = getattr(getattr(request.node, "callspec", None), "params", {}).get("backend", "-")
 
+    lock = request.config.stash.get(LOCK_KEY, None)
+
+    def lag() -> float | None:  # the harness's observation lag, on the run lock's Lease (cluster/lag.py)
+        return None if lock is None else observation_lag(lock.api, lock.namespace, lock.name)
+
     def start(criterion_id: str) -> Evidence:
-        found = Evidence.of(criteria.get(criterion_id), str(backend_name), profile.thresholds[criterion_id])
+        found = Evidence.of(criteria.get(criterion_id), str(backend_name), profile.thresholds[criterion_id],
+                            repeat.earlier_checks(request.node, criterion_id), lag)
         request.node.stash.setdefault(EVIDENCE_KEY, []).append(found)
         return found
     return start

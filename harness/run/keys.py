@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.run import headstart
+from harness.core import hostload
 from harness.config.options import RunConfig
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
@@ -29,6 +30,9 @@ LOCK_KEY = pytest.StashKey[RunLock]()
 
 
 SETUP_START_KEY = pytest.StashKey[float]()
+
+
+LOAD_KEY = pytest.StashKey[hostload.Snapshot]()  # the host's CPU counters when the case's set-up ended
 
 
 DISRUPTED_KEY = pytest.StashKey[set[str]]()

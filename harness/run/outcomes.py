@@ -2,6 +2,8 @@
 
     PASS   every check met its threshold (checks that could not be made are listed as not checked)
     FAIL   a measured value beyond its threshold, or an invariant violated (CriterionViolation, assert)
+    INCONCLUSIVE  a measured interval straddles its threshold after every run the profile allows (Inconclusive):
+           neither passed nor failed
     ERROR  the environment or the harness broke: an API or transport error of the runner's own
            requests, a profile gap, a harness timeout, a bug of the harness
     SKIP   a backend or capability is absent, with the reason
@@ -19,10 +21,10 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from harness.core.errors import ConfigError, CriterionViolation, HarnessError
+from harness.core.errors import ConfigError, CriterionViolation, HarnessError, Inconclusive
 from harness.core.paths import REPO_ROOT
 
-PASS, FAIL, ERROR, SKIP = "PASS", "FAIL", "ERROR", "SKIP"
+PASS, FAIL, ERROR, SKIP, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "SKIP", "INCONCLUSIVE"
 EXPECTED_FILE = REPO_ROOT / "suites" / "expected.yaml"
 
 
@@ -30,6 +32,8 @@ def classify(exc: BaseException) -> str:
     """Pure: the outcome of a test that raised `exc` in its call phase."""
     if isinstance(exc, CriterionViolation):
         return FAIL
+    if isinstance(exc, Inconclusive):
+        return INCONCLUSIVE
     if isinstance(exc, (HarnessError, ApiException, urllib3.exceptions.HTTPError, OSError)):
         return ERROR
     if isinstance(exc, AssertionError):
@@ -60,15 +64,24 @@ def load_expected(path: Path = EXPECTED_FILE) -> list[DesignedOutcome]:
 
 def unexpected(results: list[tuple[str, str, str]], designed: list[DesignedOutcome]) -> list[str]:
     """Pure: (criterion, backend, outcome) results that differ from the design: a FAIL/ERROR not designed,
-    or a designed FAIL that did not happen (SKIP aside: an absent backend proves nothing either way)."""
+    or a designed FAIL that did not happen (SKIP aside: an absent backend proves nothing either way; INCONCLUSIVE
+    aside: not decided either way, listed apart by `undecided`)."""
     wanted = {(d.criterion, d.backend): d.outcome for d in designed}
     problems = []
     for criterion, backend, outcome in results:
         expected = wanted.get((criterion, backend))
-        if outcome == SKIP:
+        if outcome in (SKIP, INCONCLUSIVE):
             continue
         if expected is None and outcome in (FAIL, ERROR):
             problems.append(f"{criterion} [{backend}]: {outcome}, designed to pass")
         elif expected is not None and outcome != expected:
             problems.append(f"{criterion} [{backend}]: {outcome}, designed to {expected}")
     return problems
+
+
+MAX_UNDECIDED_SHARE = 0.02  # of a run's cells: more undecided than this, and the run itself did not decide
+
+
+def undecided(results: list[tuple[str, str, str]]) -> list[str]:
+    """Pure: the cells that ended INCONCLUSIVE, each named."""
+    return [f"{criterion} [{backend}]" for criterion, backend, outcome in results if outcome == INCONCLUSIVE]

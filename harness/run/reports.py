@@ -10,9 +10,13 @@ import pytest
 from harness import backends as backend_registry
 from harness.backends import Backend
 from harness.run.environment import judged
-from harness.run.outcomes import ERROR, classify
+from harness.run.outcomes import ERROR, INCONCLUSIVE, classify
 from harness.core.redact import redact_text
 from harness.run.keys import DISRUPTED_KEY, EVIDENCE_KEY, SETUP_START_KEY, TARGET_KEY, WATCH_KEY
+
+
+def is_inconclusive(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    return excinfo is not None and classify(excinfo.value) == INCONCLUSIVE
 
 
 def is_harness_error(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
@@ -89,7 +93,9 @@ def record_outcome(report: pytest.TestReport) -> str | None:
             return "PASS"
         if report.skipped:
             return "SKIP"
-        return "ERROR" if ("gpupoc_outcome", "ERROR") in report.user_properties else "FAIL"
+        if ("gpupoc_outcome", "ERROR") in report.user_properties:
+            return "ERROR"
+        return INCONCLUSIVE if ("gpupoc_outcome", INCONCLUSIVE) in report.user_properties else "FAIL"
     if report.when == "setup" and not report.passed:
         return "SKIP" if report.skipped else "ERROR"
     return None

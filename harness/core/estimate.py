@@ -1,0 +1,193 @@
+"""A deciding value with its uncertainty, and the one place that turns it and a threshold into a verdict.
+
+An `Estimate` is a point and an interval [low, high] that the true value lies in with the stated confidence, made
+from what was measured: samples (percentiles, means), counts (shares and rates), timestamps (one-shot durations:
+their resolution and the harness's own observation lag) or windows (fairness indices). It keeps what it was made
+from, so the samples of repeated runs of a case can be pooled and the interval computed again (`pool`).
+
+    decide(estimate, threshold, "<=")  ->  PASS    the whole interval meets the threshold
+                                           FAIL    the whole interval misses it
+                                           INCONCLUSIVE  the interval straddles it
+
+An exact count (pods bound before admission, jobs lost) is an Estimate of zero width: it decides at once.
+Pure: no cluster, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+CONFIDENCE = 0.95
+Z = {0.95: 1.959964, 0.99: 2.575829}
+BOOTSTRAP_DRAWS = 2000
+BOOTSTRAP_SEED = 20261205  # the same samples give the same interval, run after run
+TIMESTAMP_RESOLUTION_S = 1.0  # metadata.creationTimestamp and conditions' lastTransitionTime: RFC 3339, whole s
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    low: float
+    high: float
+    how: str = "exact"                    # how the interval was made, in words for the record
+    kind: str = "exact"                   # exact | percentile | mean | binomial | duration | index
+    samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
+    q: float = 0.0                        # the percentile (percentile); trials (binomial)
+    spread: float = 0.0                   # resolution + lag of one duration (duration)
+    runs: int = 1
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    def describe(self, unit: str = "") -> str:
+        if self.kind == "exact" or self.width == 0:
+            return f"{self.value:g}{unit}"
+        return f"{self.value:g}{unit} [{self.low:g}, {self.high:g}]"
+
+    def rounded(self, digits: int) -> Estimate:
+        return replace(self, value=round(self.value, digits), low=round(self.low, digits),
+                       high=round(self.high, digits))
+
+
+def exact(value: float) -> Estimate:
+    return Estimate(float(value), float(value), float(value))
+
+
+def decide(estimate: Estimate, threshold: float, comparison: str) -> str:
+    """Pure: PASS when the whole interval meets the threshold, FAIL when the whole interval misses it."""
+    if comparison == "<=":
+        return PASS if estimate.high <= threshold else FAIL if estimate.low > threshold else INCONCLUSIVE
+    if comparison == ">=":
+        return PASS if estimate.low >= threshold else FAIL if estimate.high < threshold else INCONCLUSIVE
+    raise ValueError(f"unknown comparison {comparison!r}")
+
+
+def percentile(samples: Sequence[float], q: float, confidence: float = CONFIDENCE) -> Estimate:
+    """The q-quantile (0 < q < 1) of samples, with a distribution-free order-statistic interval: the ranks between
+    which the true quantile lies with at least `confidence` (binomial(n, q)); an end beyond the samples is the
+    extreme sample, which then bounds the interval only as far as the samples go."""
+    data = sorted(float(s) for s in samples)
+    n = len(data)
+    if n == 0:
+        raise ValueError("a percentile of no samples")
+    point = _quantile(data, q)
+    lo_rank, hi_rank = _order_ranks(n, q, confidence)
+    how = f"p{q * 100:g} of {n} samples, {confidence:.0%} order-statistic interval"
+    if hi_rank == n:
+        how += " (too few samples to bound it above: its upper end is the largest sample)"
+    return Estimate(point, min(point, data[lo_rank]), max(point, data[min(hi_rank, n - 1)]), how, "percentile",
+                    tuple(data), q)
+
+
+def _quantile(data: list[float], q: float) -> float:
+    position = q * (len(data) - 1)
+    below = int(math.floor(position))
+    above = min(below + 1, len(data) - 1)
+    return data[below] + (data[above] - data[below]) * (position - below)
+
+
+def _order_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
+    """0-based ranks (l, u) with P(X(l) <= quantile <= X(u)) >= confidence, as narrow as the tails allow."""
+    tail = (1 - confidence) / 2
+    cdf, cumulative = [], 0.0
+    for k in range(n + 1):
+        cumulative += math.comb(n, k) * q ** k * (1 - q) ** (n - k)
+        cdf.append(cumulative)
+    lower = max([k for k in range(n + 1) if cdf[k] <= tail] or [0])  # P(Bin <= lower) <= tail -> X(lower+1)
+    upper = min([k for k in range(n + 1) if cdf[k] >= 1 - tail] or [n])
+    return max(0, min(n - 1, lower)), upper  # upper == n: no sample bounds it
+
+
+def mean(samples: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+    """The mean of samples with a percentile-bootstrap interval (seeded: the same samples, the same interval)."""
+    data = tuple(float(s) for s in samples)
+    if not data:
+        raise ValueError("a mean of no samples")
+    point = statistics.fmean(data)
+    low, high = bootstrap(data, statistics.fmean, confidence)
+    return Estimate(point, min(low, point), max(high, point),
+                    f"mean of {len(data)} samples, {confidence:.0%} bootstrap interval", "mean", data)
+
+
+def bootstrap(data: Sequence[float], statistic: Callable[[Sequence[float]], float],
+              confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Pure: the percentile-bootstrap interval of `statistic` over `data` (a fixed seed)."""
+    if len(data) < 2:
+        return float(data[0]), float(data[0])
+    draw = random.Random(BOOTSTRAP_SEED)
+    values = sorted(statistic([data[draw.randrange(len(data))] for _ in data]) for _ in range(BOOTSTRAP_DRAWS))
+    tail = (1 - confidence) / 2
+    return values[int(tail * (len(values) - 1))], values[int(math.ceil((1 - tail) * (len(values) - 1)))]
+
+
+def wilson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Estimate:
+    """A share or rate (successes of trials) with its Wilson score interval; no trials: [0, 1]."""
+    if trials <= 0:
+        return Estimate(0.0, 0.0, 1.0, "no trials", "binomial", (), 0)
+    low, high = wilson_bounds(successes / trials, trials, Z[confidence])
+    share = successes / trials
+    return Estimate(share, min(low, share), max(high, share),
+                    f"{successes} of {trials}, {confidence:.0%} Wilson interval", "binomial", (float(successes),),
+                    float(trials))
+
+
+def wilson_bounds(p: float, n: int, z: float) -> tuple[float, float]:
+    """Pure: the Wilson score interval of share `p` over `n` trials at normal quantile `z`."""
+    if n <= 0:
+        return 0.0, 1.0
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def duration(seconds: float, resolution_s: float = TIMESTAMP_RESOLUTION_S, lag_s: float = 0.0) -> Estimate:
+    """A one-shot duration between two timestamps of `resolution_s` each (whole seconds on the API server) as
+    seen by a harness that observes `lag_s` late: it may have been up to a resolution shorter or longer, and
+    shorter by the lag."""
+    spread = resolution_s + lag_s
+    return Estimate(seconds, max(0.0, seconds - spread), seconds + resolution_s,
+                    f"one measurement, timestamps of {resolution_s:g} s, observation lag {lag_s:.3g} s",
+                    "duration", (float(seconds),), spread=spread)
+
+
+def index(windows: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+    """An index computed per window (fairness over consecutive windows of the contended span): their mean with a
+    bootstrap interval over the windows. One window: exact, as far as it goes."""
+    data = tuple(float(w) for w in windows)
+    if not data:
+        raise ValueError("an index over no windows")
+    point = statistics.fmean(data)
+    low, high = bootstrap(data, statistics.fmean, confidence)
+    return Estimate(point, min(low, point), max(high, point),
+                    f"mean over {len(data)} windows, {confidence:.0%} bootstrap interval", "index", data)
+
+
+def pool(before: Estimate, now: Estimate) -> Estimate:
+    """The estimate of two runs of a case together: samples, counts and windows pooled and the interval made again;
+    one-shot durations as the median of the runs with the interval their order statistics and spread allow."""
+    runs = before.runs + now.runs
+    if before.kind != now.kind or now.kind == "exact":
+        return replace(now, runs=runs)
+    if now.kind == "percentile":
+        pooled = percentile(before.samples + now.samples, now.q)
+    elif now.kind == "mean":
+        pooled = mean(before.samples + now.samples)
+    elif now.kind == "index":
+        pooled = index(before.samples + now.samples)
+    elif now.kind == "binomial":
+        pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
+                        int(before.q + now.q))
+    else:  # duration: the median run, with the spread of one measurement
+        values = sorted(before.samples + now.samples)
+        middle = values[(len(values) - 1) // 2]  # a measured run (the lower middle of an even count)
+        spread = max(before.spread, now.spread)
+        pooled = Estimate(middle, max(0.0, middle - spread), middle + min(spread, TIMESTAMP_RESOLUTION_S),
+                          f"median of {len(values)} runs ({', '.join(f'{v:g}' for v in values)} s), timestamps and "
+                          f"lag {spread:.3g} s", "duration", tuple(values), spread=spread)
+    return replace(pooled, runs=runs, how=f"{pooled.how}; {runs} runs pooled")

@@ -1,0 +1,75 @@
+"""A case that cannot decide runs again: its interval straddled a threshold (INCONCLUSIVE), so it repeats, up to
+the profile's `max_runs`, and each check pools the samples of every run (record/evidence.py, core/estimate.py).
+
+Only the last run is reported and recorded; the earlier ones' checks travel to the next run on the item. Each run
+has its own set-up and teardown of the case's own fixtures (a fresh namespace, its jobs deleted); the session's
+and the module's stay.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _pytest.runner import call_and_report
+
+from harness.core import progress
+from harness.record.evidence import Check
+from harness.run.keys import EVIDENCE_KEY, run_config
+from harness.run.outcomes import INCONCLUSIVE
+
+RUN_KEY = pytest.StashKey[int]()          # this item's run, from 1
+BEFORE_KEY = pytest.StashKey[dict[str, list[Check]]]()  # criterion -> the earlier runs' checks (pooled)
+
+
+def max_runs(item: pytest.Item) -> int:
+    return run_config(item.config).profile.max_runs
+
+
+def runs_again(item: pytest.Item, outcome: str) -> bool:
+    """The call phase ended INCONCLUSIVE and the profile allows another run: this run is not the record's."""
+    return outcome == INCONCLUSIVE and item.stash.get(RUN_KEY, 1) < max_runs(item)
+
+
+def earlier_checks(item: pytest.Item, criterion: str) -> list[Check]:
+    return item.stash.get(BEFORE_KEY, {}).get(criterion, [])
+
+
+def protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """pytest_runtest_protocol for a case of the suites: run it, again while it cannot decide; report the last."""
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    limit = max_runs(item)
+    for run in range(1, limit + 1):
+        item.stash[RUN_KEY] = run
+        reports, again = _run_once(item, nextitem)
+        if not again:
+            for report in reports:
+                item.ihook.pytest_runtest_logreport(report=report)
+            break
+        pooled: dict[str, list[Check]] = {}
+        for ev in item.stash.get(EVIDENCE_KEY, []):
+            pooled.setdefault(ev.criterion, []).extend(ev.checks)
+        item.stash[BEFORE_KEY] = pooled
+        item.stash[EVIDENCE_KEY] = []
+        progress.say(f"gpupoc: {item.nodeid}: not decided in run {run} of {limit}; running it again, its samples "
+                     "pooled")
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def _run_once(item: pytest.Item, nextitem: pytest.Item | None) -> tuple[list[pytest.TestReport], bool]:
+    """pytest's runtestprotocol, except that a run to be repeated tears down only the case's own fixtures."""
+    if hasattr(item, "_request") and not item._request:
+        item._initrequest()  # type: ignore[attr-defined]  # a repeated item: its fixture request anew
+    try:
+        reports = [call_and_report(item, "setup", log=False)]
+        if reports[0].passed:
+            reports.append(call_and_report(item, "call", log=False))
+        again = any(("gpupoc_repeat", True) in r.user_properties for r in reports if r.when == "call")
+        following = item.parent if again else nextitem
+        if item.session.shouldfail or item.session.shouldstop:
+            following, again = None, False
+        reports.append(call_and_report(item, "teardown", log=False, nextitem=following))
+    finally:
+        if hasattr(item, "_request"):
+            item._request = False
+            item.funcargs = None  # type: ignore[attr-defined]
+    return reports, again

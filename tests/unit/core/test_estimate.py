@@ -1,0 +1,104 @@
+"""A deciding value with its uncertainty: the same threshold gives PASS, FAIL or INCONCLUSIVE from recorded
+samples, and a case that cannot decide pools its runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core import estimate as est
+from harness.core.errors import CriterionViolation, Inconclusive
+from harness.criteria import AT_LEAST, AT_MOST, Criterion, Threshold
+from harness.record.evidence import Evidence
+
+# recorded queue waits (s) of one queue: tight, spread around the threshold, and far beyond it
+TIGHT = [1.0 + 0.01 * i for i in range(60)]
+AROUND = [6.0 + 0.1 * ((i * 37) % 40) for i in range(60)]  # 6.0-9.9 s
+SLOW = [20.0 + 0.1 * i for i in range(60)]
+
+CRITERION = Criterion("t.wait", "waits", (Threshold("p95_s", "p95 wait", AT_MOST, " s"),
+                                          Threshold("min_share", "share kept", AT_LEAST),
+                                          Threshold("max_lost", "jobs lost", AT_MOST)))
+
+
+def evidence(before: list | None = None, lag: float | None = None) -> Evidence:
+    return Evidence.of(CRITERION, "b", {"p95_s": 9.5, "min_share": 0.8, "max_lost": 0}, before,
+                       (lambda: lag) if lag is not None else None)
+
+
+@pytest.mark.parametrize("samples, verdict", [(TIGHT, est.PASS), (AROUND, est.INCONCLUSIVE), (SLOW, est.FAIL)])
+def test_one_threshold_three_verdicts_from_recorded_samples(samples: list[float], verdict: str) -> None:
+    assert est.decide(est.percentile(samples, 0.95), 9.5, "<=") == verdict
+
+
+def test_the_percentile_interval_holds_the_point_and_says_how_it_was_made() -> None:
+    p95 = est.percentile(AROUND, 0.95)
+    assert p95.low <= p95.value <= p95.high
+    assert p95.low <= 9.5 < p95.high and "order-statistic" in p95.how
+    small = est.percentile([1.0, 2.0, 3.0], 0.99)
+    assert small.high == 3.0 and "too few samples" in small.how
+
+
+def test_shares_and_rates_are_wilson_intervals() -> None:
+    share = est.wilson(30, 40)
+    assert share.value == 0.75 and share.low < 0.75 < share.high
+    assert est.decide(share, 0.8, ">=") == est.INCONCLUSIVE
+    assert est.decide(est.wilson(390, 400), 0.8, ">=") == est.PASS
+    assert est.decide(est.wilson(100, 400), 0.8, ">=") == est.FAIL
+    assert est.wilson(0, 0).low == 0.0 and est.wilson(0, 0).high == 1.0
+
+
+def test_a_one_shot_duration_carries_its_timestamps_and_the_observation_lag() -> None:
+    took = est.duration(29.6, resolution_s=1.0, lag_s=0.2)
+    assert (took.low, took.high) == (pytest.approx(28.4), pytest.approx(30.6))
+    assert est.decide(took, 30.0, "<=") == est.INCONCLUSIVE
+    assert est.decide(est.duration(12.0, 1.0, 0.2), 30.0, "<=") == est.PASS
+    assert est.decide(est.duration(120.0, 1.0, 0.2), 30.0, "<=") == est.FAIL
+
+
+def test_an_index_over_windows_and_a_mean_are_bootstrapped_the_same_way_every_time() -> None:
+    jain = est.index([0.97, 0.99, 0.95, 0.98, 0.96])
+    assert jain.low <= jain.value <= jain.high and jain == est.index([0.97, 0.99, 0.95, 0.98, 0.96])
+    assert est.mean(TIGHT).high < 1.4
+
+
+def test_pooling_runs_narrows_a_percentile_and_counts_runs() -> None:
+    first = est.percentile(AROUND[:20], 0.5)
+    pooled = est.pool(first, est.percentile(AROUND[20:], 0.5))
+    assert pooled.runs == 2 and len(pooled.samples) == 60 and pooled.width <= first.width
+    shares = est.pool(est.wilson(30, 40), est.wilson(31, 40))
+    assert shares.value == pytest.approx(61 / 80) and "2 runs pooled" in shares.how
+
+
+def test_a_check_decides_from_its_whole_interval() -> None:
+    ev = evidence()
+    ev.expect("p95_s", est.percentile(TIGHT, 0.95))
+    ev.expect("max_lost", 0)
+    ev.verdict()
+    ev = evidence()
+    ev.expect("p95_s", est.percentile(SLOW, 0.95))
+    ev.expect("min_share", est.wilson(30, 40))  # undecided, but a miss elsewhere decides: FAIL
+    with pytest.raises(CriterionViolation, match=r"p95_s: 25\.\d+ s \[.*\] \(wanted <= 9.5 s\)"):
+        ev.verdict()
+
+
+def test_an_undecided_check_is_inconclusive_and_the_next_run_pools_with_it() -> None:
+    ev = evidence()
+    ev.expect("p95_s", est.percentile(AROUND[:30], 0.95))
+    with pytest.raises(Inconclusive, match="not decided"):
+        ev.verdict()
+    assert ev.checks[0].verdict == est.INCONCLUSIVE
+    again = evidence(before=ev.checks)
+    again.expect("p95_s", est.percentile(AROUND[30:], 0.95))
+    with pytest.raises(Inconclusive):
+        again.verdict()
+    assert again.checks[0].runs == 2 and "60 samples" in again.checks[0].how
+
+
+def test_a_bare_duration_is_widened_by_the_lag_measured_in_the_case() -> None:
+    ev = evidence(lag=0.4)
+    check = ev.expect("p95_s", 9.7)
+    assert (check.low, check.high) == (pytest.approx(9.3), 9.7) and ev.host["observation_lag_s"] == 0.4
+    with pytest.raises(Inconclusive):
+        ev.verdict()
+    exact = evidence(lag=0.4).expect("max_lost", 1)
+    assert exact.verdict == est.FAIL and exact.low == exact.high == 1
