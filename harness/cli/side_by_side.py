@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 from harness import backends as backend_registry
 from harness.cluster.rbac import REQUESTS_FILE
@@ -31,6 +32,7 @@ from harness.core.paths import REPO_ROOT, bin_dir, build_root, gpupoc_home
 from harness.record.merge import merge
 from harness.record.model import load_record
 from harness.record.render import page
+from harness.serving import loadgen
 from harness.targets.sim import PORT_BASE_ENV, SCHEDULERS_ENV
 
 # Balanced by the parts' case time in `make poc` (2026-12-04, junit: kueue 456 s, kuberay 208 s, volcano 257 s,
@@ -236,6 +238,7 @@ def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: lis
     t0 = time.monotonic()
     print(f"gpupoc: {len(parts)} parts side by side: " + "; ".join(
         f"{p.name} (port base {p.port_base})" for p in parts), flush=True)
+    shared_setup()
     try:
         with sims(parts, folder):
             up_s = time.monotonic() - t0
@@ -249,6 +252,26 @@ def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: lis
         if any((folder / "parts" / p.run_id / "record.json").exists() for p in parts):
             write_record(cfg.run_id, folder, parts)
     return exit_code(codes, parts)
+
+
+def shared_setup() -> None:
+    """What every part would otherwise make at the same moment, made once before they start: the load generator's
+    environment. A failure is said here, and the cases that need it end in an ERROR naming it."""
+    made = loadgen.ensure(say=lambda line: print(line, flush=True))
+    if isinstance(made, str):
+        print(f"gpupoc: the load generator could not be made ({made}); inference.latency will be an ERROR",
+              file=sys.stderr, flush=True)
+
+
+def merged_junit(reports: list[Path]) -> str:
+    """One JUnit file of the parts' (<testsuites> holding each part's <testsuite>, named by its part)."""
+    merged = ElementTree.Element("testsuites")
+    for path in reports:
+        root = ElementTree.parse(path).getroot()
+        for suite in ([root] if root.tag == "testsuite" else list(root)):
+            suite.set("name", path.parent.name)
+            merged.append(suite)
+    return ElementTree.tostring(merged, encoding="unicode")
 
 
 def write_record(run_id: str, folder: Path, parts: list[Part]) -> Path:
@@ -269,6 +292,8 @@ def write_record(run_id: str, folder: Path, parts: list[Part]) -> Path:
     requests = {json.dumps(r, sort_keys=True) for p in found
                 for r in _requests(folder / "parts" / p.run_id / REQUESTS_FILE)}
     (folder / REQUESTS_FILE).write_text(json.dumps([json.loads(r) for r in sorted(requests)], indent=1) + "\n")
+    junits = [folder / "parts" / p.run_id / "junit.xml" for p in found]
+    (folder / "junit.xml").write_text(merged_junit([j for j in junits if j.exists()]))
     print(f"gpupoc: acceptance record: {folder / 'record.html'} (JSON: {folder / 'record.json'})")
     return folder / "record.json"
 

@@ -35,9 +35,9 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    kind: str = "exact"                   # exact | percentile | mean | binomial | duration | index
+    kind: str = "exact"                   # exact | percentile | mean | binomial | duration | index | batches
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
-    q: float = 0.0                        # the percentile (percentile); trials (binomial)
+    q: float = 0.0                        # the percentile (percentile); trials (binomial); whole (batches)
     spread: float = 0.0                   # resolution + lag of one duration (duration)
     runs: int = 1
 
@@ -146,6 +146,13 @@ def wilson_bounds(p: float, n: int, z: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def quadrature(ranges: Sequence[float], sigmas: float = 3.0, ends: int = 1) -> float:
+    """The resolution of a sum of terms, each known only to a range of its own width (uniform over it; `ends`
+    such ends per term): independent errors add in quadrature, and the sum is allowed `sigmas` standard
+    deviations."""
+    return float(sigmas * (sum(u * u for u in ranges) * ends / 12) ** 0.5)
+
+
 def duration(seconds: float, resolution_s: float = TIMESTAMP_RESOLUTION_S, lag_s: float = 0.0) -> Estimate:
     """A one-shot duration between two timestamps of `resolution_s` each (whole seconds on the API server) as
     seen by a harness that observes `lag_s` late: it may have been up to a resolution shorter or longer, and
@@ -168,6 +175,23 @@ def index(windows: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
                     f"mean over {len(data)} windows, {confidence:.0%} bootstrap interval", "index", data)
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (batches - 1): few batches, wide intervals
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def batch_means(whole: float, batches: Sequence[float]) -> Estimate:
+    """A value computed over a whole window (a fairness index over the contended span), with the interval the
+    method of batch means gives it: the same value computed over each of k consecutive sub-windows, their spread
+    over sqrt(k) as its standard error (Student's t, 95 %). Fewer than 2 batches: exact, as far as it goes."""
+    data = tuple(float(b) for b in batches)
+    if len(data) < 2:
+        return Estimate(whole, whole, whole, "one window: no spread to measure", "index", data)
+    half = T95.get(len(data) - 1, 1.96) * statistics.stdev(data) / math.sqrt(len(data))
+    return Estimate(whole, whole - half, whole + half,
+                    f"over the whole window; 95 % interval from {len(data)} batch means ({', '.join(f'{b:.3g}' for b in data)})",
+                    "batches", data, whole)
+
+
 def pool(before: Estimate, now: Estimate) -> Estimate:
     """The estimate of two runs of a case together: samples, counts and windows pooled and the interval made again;
     one-shot durations as the median of the runs with the interval their order statistics and spread allow."""
@@ -180,6 +204,8 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
         pooled = mean(before.samples + now.samples)
     elif now.kind == "index":
         pooled = index(before.samples + now.samples)
+    elif now.kind == "batches":  # each run's whole-window value, weighted alike; the batches of all runs
+        pooled = batch_means((before.q * before.runs + now.q * now.runs) / runs, before.samples + now.samples)
     elif now.kind == "binomial":
         pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
                         int(before.q + now.q))

@@ -8,6 +8,7 @@ word, as the sim's model server counts them; point `tokenizer` at the real model
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
@@ -113,8 +114,16 @@ def _fixed(n: int) -> dict[str, Any]:
 
 
 def ensure(say: Callable[[str], None] = print) -> LoadGenerator | str:
-    """The load generator, installed on first use; else why it cannot be (the SKIP reason)."""
+    """The load generator, installed on first use; else why it cannot be. Several runs at once (make poc's parts)
+    install it once: the first under the lock, the others wait for it and use what it made."""
     venv = venv_dir()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with (venv.parent / "inference-perf.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _installed(venv, say)
+
+
+def _installed(venv: Path, say: Callable[[str], None]) -> LoadGenerator | str:
     binary, stamp, tokenizer = venv / "bin" / "inference-perf", venv / ".gpupoc-installed", venv / "tokenizer"
     if not (binary.exists() and stamp.exists() and stamp.read_text() == PACKAGE):
         python = find_python()

@@ -17,6 +17,7 @@ import pytest
 from harness import backends
 from harness.backends.slurm import SlurmBackend
 from harness.config.options import RunConfig
+from harness.core.estimate import Estimate, quadrature
 from harness.criteria.governance import cost_attribution as cost
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import CRITERION, Held
@@ -75,7 +76,7 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     totals: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, resolution in GPU-hours)
     for namespace in namespaces:
         missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S)
-        resolution = cost.combined(uncertain_of.get(namespace, [])) + missed
+        resolution = quadrature(uncertain_of.get(namespace, [])) + missed
         totals[namespace] = (seconds_of.get(namespace, 0.0) / 3600, resolution / 3600)
     unseen = [h for h in held if h.pod not in seen]
     ev.tables["cost: each pod of the run"] = rows[:ROWS_SHOWN]
@@ -104,22 +105,22 @@ def slurm_accounting(profile: Profile, held: list[Held], jobs: list[Submitted], 
     accounted = {o.namespace: 0.0 for o in jobs}
     for job in jobs:
         accounted[job.namespace] += accounted_gpu_seconds(records.get(job.name, []))
-    rows, worst = [], 0.0
+    rows, found = [], []
     for tenant in profile.tenants:
         if tenant.namespace not in accounted:
             continue
         mine = [h for h in held if h.namespace == tenant.namespace]
         timelines = sum(h.gpu_seconds for h in mine) / 3600
         # each run of a job: its start and end polled every 0.25 s by the harness, whole seconds in slurmdbd
-        resolution = cost.combined([h.gpus * 1.0 for h in mine], ends=2) / 3600
+        resolution = quadrature([h.gpus * 1.0 for h in mine], ends=2) / 3600
         theirs = accounted[tenant.namespace] / 3600
-        off = cost.beyond_resolution(theirs, timelines, resolution)
-        worst = max(worst, off)
+        off = cost.disagreement(theirs, timelines, resolution)
+        found.append(off)
         rows.append({"account": tenant.queues.get("slurm", ""), "tenant": tenant.name,
                      "GPU-hours (timelines)": f"{timelines:.4f}", "GPU-hours (slurmdbd)": f"{theirs:.4f} ± "
-                     f"{resolution:.4f}", "disagreement beyond the resolution": f"{off:.1%}"})
+                     f"{resolution:.4f}", "disagreement": f"{off.value:.1%} [{off.low:.1%}, {off.high:.1%}]"})
     ev.tables["cost: GPU-hours per Slurm account, timelines against slurmdbd's accounting"] = rows
-    ev.expect("max_tenant_disagreement", round(worst, 4), label="slurmdbd")
+    ev.expect("max_tenant_disagreement", cost.worst(found), label="slurmdbd")
 
 
 @pytest.mark.gpupoc_last
@@ -138,23 +139,23 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
     pods = [h for h in gpus_held if h.backend != "slurm"]  # kube-state-metrics sees pods; Slurm's jobs: slurmdbd
     api = cost.gpu_hours_by(pods, tenant_of)
     ksm_by_ns = ksm_gpu_hours(prometheus, list(tenant_of), queue_model.gpu.resource, (start, end), ev, pods)
-    rows, worst = [], 0.0
+    rows, found = [], []
     for tenant in queue_model.tenants:
         mine = api.get(tenant.name, 0.0)
         theirs, resolution = ksm_by_ns.get(tenant.namespace, (0.0, 0.0))
-        off = cost.beyond_resolution(theirs, mine, resolution)
-        worst = max(worst, off)
+        off = cost.disagreement(theirs, mine, resolution)
+        found.append(off)
         rows.append({"tenant": tenant.name, "GPU-hours (API timelines)": f"{mine:.4f}",
                      "GPU-hours (kube-state-metrics)": f"{theirs:.4f} ± {resolution:.4f}",
-                     "disagreement beyond the scrape resolution": f"{off:.1%}"})
+                     "disagreement": f"{off.value:.1%} [{off.low:.1%}, {off.high:.1%}]"})
     ev.tables["cost: GPU-hours per tenant over the run"] = rows
-    ev.expect("max_tenant_disagreement", round(worst, 4))
+    ev.expect("max_tenant_disagreement", cost.worst(found))
     on_slurm = [o for o in submitted if o.group == AUDIT_GROUP]
     if on_slurm:
         slurm_accounting(queue_model, [h for h in gpus_held if h.backend == "slurm"], on_slurm, ev)
 
     queue_rows: list[dict[str, str]] = []
-    worst_queue: float | None = None
+    by_queue: list[Estimate] = []
     for system in sorted({backends.ALL[h.backend].queued_by or h.backend for h in gpus_held}):
         usage = backends.ALL[system].queue_usage
         promql = usage.promql if usage is not None else backends.ALL[system].usage_metric
@@ -169,23 +170,24 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
                     == system]
             mine = sum(h.gpu_seconds for h in held) / 3600
             # a sampled gauge: each pod's start and end known to a scrape; pods between two scrapes may be missed
-            resolution = (cost.combined([h.gpus * STEP_S for h in held], ends=2)
+            resolution = (quadrature([h.gpus * STEP_S for h in held], ends=2)
                           + cost.unseen_resolution(held, set(), STEP_S)) / 3600
             metric = queue_gpu_hours(prometheus, promql.format(queue=queue, resource=queue_model.gpu.resource),
                                      window_s, ev)
-            off = cost.beyond_resolution(metric or 0.0, mine, resolution)
-            worst_queue = max(worst_queue or 0.0, off)
+            off = cost.disagreement(metric or 0.0, mine, resolution)
+            by_queue.append(off)
             queue_rows.append({"queue": f"{system} {queue}", "tenant": tenant.name,
                                "GPU-hours (API timelines)": f"{mine:.4f}",
                                "GPU-hours (scheduler metric)": ("no series" if metric is None
                                                                 else f"{metric:.4f} ± {resolution:.4f}"),
-                               "disagreement beyond the scrape resolution": f"{off:.1%}"})
+                               "disagreement": f"{off.value:.1%} [{off.low:.1%}, {off.high:.1%}]"})
     ev.tables["cost: GPU-hours per queue over the run"] = queue_rows
+    worst_queue = cost.worst(by_queue)
     if worst_queue is None:
         ev.not_checked("max_queue_disagreement", "no job of the run went through a scheduler with a per-queue "
                        "usage metric")
     else:
-        ev.expect("max_queue_disagreement", round(worst_queue, 4))
+        ev.expect("max_queue_disagreement", worst_queue)
     ev.note(f"{len(gpus_held)} pods held GPUs over {end - start:.0f}s of the run; Prometheus subqueries at "
             f"{STEP_S}s steps")
     ev.series["gpus"] = {t.name: gpus_over_time([Interval(t.name, h.start, h.end, h.gpus) for h in gpus_held

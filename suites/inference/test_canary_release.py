@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend
-from harness.criteria.inference.canary_release import CRITERION, binomial_interval
+from harness.core.estimate import Z, wilson_bounds
+from harness.criteria.inference.canary_release import CONFIDENCE, CRITERION
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.jobs.service import PORT_NAME, ModelService
@@ -47,7 +48,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     answers = traffic.probe(url, RATE, SPLIT_REQUESTS / RATE, probe_file(tmp_path, "split")).samples(60)
     served = [a for a in answers if a.ok]
     share = sum(1 for a in served if a.version == canary.version) / len(served) if served else 0.0
-    low, high = binomial_interval(intended, len(served))
+    low, high = wilson_bounds(intended, len(served), Z[CONFIDENCE])
     ev.expect("max_split_outside_interval", 0 if low <= share <= high else 1)
     ev.note(f"split: canary {canary.version} served {share:.3f} of {len(served)} answers; intended {intended:.3f} "
             f"({canary_replicas} of {stable_replicas + canary_replicas} replicas), 99 % interval "

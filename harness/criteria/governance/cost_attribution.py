@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.estimate import Estimate
 from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -72,13 +73,6 @@ def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float
     return pod.gpus * (hi - lo), (0.0 if ends else pod.gpus * scrape_s)
 
 
-def combined(uncertainties: list[float], sigmas: float = 3.0, ends: int = 1) -> float:
-    """Pure: the resolution of a sum of pods' GPU-seconds, each off by up to its own `u` (an end known only to a
-    scrape: uniform over a range of width u around the count; `ends` such ends per pod): independent errors add in
-    quadrature, and the sum is allowed `sigmas` standard deviations."""
-    return float(sigmas * (sum(u * u for u in uncertainties) * ends / 12) ** 0.5)
-
-
 def unseen_resolution(held: list[Held], seen: set[str], scrape_s: float) -> float:
     """Pure: GPU-seconds of the pods a scrape-based source may have missed: those it never saw Running that ran
     for less than two scrapes (between two scrapes, or seen in neither)."""
@@ -91,3 +85,22 @@ def beyond_resolution(measured: float, reference: float, resolution: float) -> f
     if reference == 0:
         return 0.0 if excess == 0 else 1.0
     return excess / reference
+
+
+def disagreement(measured: float, reference: float, resolution: float) -> Estimate:
+    """Pure: the relative disagreement of two sources, with the interval their resolution leaves it: from what the
+    resolution cannot explain (beyond_resolution) to the difference plus the whole resolution."""
+    if reference == 0:
+        low = beyond_resolution(measured, reference, resolution)
+        return Estimate(low, low, 1.0 if measured or resolution else 0.0, "no reference GPU-hours", "exact")
+    off = abs(measured - reference)
+    return Estimate(off / reference, max(0.0, off - resolution) / reference, (off + resolution) / reference,
+                    f"within the sources' resolution {resolution:.4g} GPU-h", "exact").rounded(4)
+
+
+def worst(found: list[Estimate]) -> Estimate | None:
+    """Pure: the largest of several disagreements: each end the largest of theirs."""
+    if not found:
+        return None
+    return Estimate(max(e.value for e in found), max(e.low for e in found), max(e.high for e in found),
+                    found[0].how, "exact")

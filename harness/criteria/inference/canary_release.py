@@ -4,8 +4,6 @@ and afterwards every response comes from stable."""
 
 from __future__ import annotations
 
-import math
-
 from harness.criteria import AT_MOST, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -17,14 +15,4 @@ CRITERION = register(Criterion(
      Threshold("rollback_within_s", "seconds from the gate tripping to no canary endpoint ready", AT_MOST, " s"),
      Threshold("max_canary_after_rollback", "responses served by the canary after the rollback", AT_MOST))))
 
-Z_99 = 2.5758  # two-sided 99 % normal quantile
-
-
-def binomial_interval(p: float, n: int, z: float = Z_99) -> tuple[float, float]:
-    """Wilson score interval of the share a split `p` gives over `n` requests: where the observed share falls
-    99 % of the time when the split is right."""
-    if n <= 0:
-        return 0.0, 1.0
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+CONFIDENCE = 0.99  # of the interval the canary's share must fall in (estimate.wilson_bounds)

@@ -8,8 +8,10 @@ share over the contended window stays near zero: the scenario tells fair from FI
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.core.estimate import Estimate, batch_means
 from harness.criteria import AT_LEAST, AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -67,6 +69,21 @@ def jain_index(measured: dict[str, float], expected: dict[str, float]) -> float:
 
 def max_deviation(measured: dict[str, float], expected: dict[str, float]) -> float:
     return max(abs(measured.get(t, 0.0) - expected[t]) for t in expected)
+
+
+BATCHES = 4  # sub-windows of the contended window: the spread of a fairness index over them is its uncertainty
+
+
+def over_batches(intervals: list[Interval], window: tuple[float, float], expected: dict[str, float],
+                 index: Callable[[dict[str, float], dict[str, float]], float], batches: int = BATCHES) -> Estimate:
+    """Pure: `index` (jain_index, max_deviation) of the tenants' shares over the whole window, with its interval
+    from the same index over `batches` consecutive sub-windows (estimate.batch_means)."""
+    names = list(expected)
+    whole = index(shares(gpu_seconds(intervals, window), names), expected)
+    step = (window[1] - window[0]) / batches
+    parts = [index(shares(gpu_seconds(intervals, (window[0] + i * step, window[0] + (i + 1) * step)), names), expected)
+             for i in range(batches)] if step > 0 else []
+    return batch_means(whole, parts).rounded(4)
 
 
 def contended_window(pending_since: dict[str, float], drained_at: dict[str, float]) -> tuple[float, float]:

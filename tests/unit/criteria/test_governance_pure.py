@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from harness.core.estimate import quadrature
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.criteria.governance import (audit, borrowing_reclaim as reclaim, cost_attribution as cost, quota,
                                          monitoring_coverage as coverage, tenant_isolation as iso)
@@ -115,9 +116,9 @@ def test_a_pod_without_an_exact_end_counts_to_half_a_scrape_after_its_last_scrap
 
 
 def test_independent_end_errors_add_in_quadrature() -> None:
-    assert cost.combined([40.0] * 4) == pytest.approx(3 * (4 * 1600 / 12) ** 0.5)
-    assert cost.combined([40.0], ends=2) == pytest.approx(3 * (2 * 1600 / 12) ** 0.5)
-    assert cost.combined([]) == 0.0
+    assert quadrature([40.0] * 4) == pytest.approx(3 * (4 * 1600 / 12) ** 0.5)
+    assert quadrature([40.0], ends=2) == pytest.approx(3 * (2 * 1600 / 12) ** 0.5)
+    assert quadrature([]) == 0.0
 
 
 def test_pods_shorter_than_two_scrapes_that_a_scrape_never_saw_count_in_the_resolution() -> None:
@@ -142,3 +143,11 @@ def test_each_tenants_limit_is_rendered_in_each_backends_own_mechanism() -> None
     assert (gpu["nominalQuota"], gpu["borrowingLimit"]) == (8, 8)
     assert objects[("Queue", "team-b", "scheduling.volcano.sh")]["spec"]["capability"] == {"nvidia.com/gpu": "16"}
     assert objects[("Queue", "team-b", "scheduling.run.ai")]["spec"]["resources"]["gpu"]["limit"] == 16
+
+
+def test_a_disagreement_decides_from_the_interval_its_resolution_leaves() -> None:
+    from harness.core.estimate import FAIL, INCONCLUSIVE, PASS, decide
+    assert decide(cost.disagreement(102.0, 100.0, 3.0), 0.10, "<=") == PASS      # [0, 0.05]
+    assert decide(cost.disagreement(108.0, 100.0, 5.0), 0.10, "<=") == INCONCLUSIVE  # [0.03, 0.13]
+    assert decide(cost.disagreement(150.0, 100.0, 20.0), 0.10, "<=") == FAIL     # [0.3, 0.7]
+    assert cost.worst([cost.disagreement(102.0, 100.0, 3.0), cost.disagreement(150.0, 100.0, 20.0)]).low == 0.3
