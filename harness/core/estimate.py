@@ -35,9 +35,9 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    kind: str = "exact"                   # exact | percentile | mean | binomial | duration | index | batches
+    kind: str = "exact"    # exact | percentile | mean | binomial | duration | index | batches | ratio | of:<statistic>
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
-    q: float = 0.0                        # the percentile (percentile); trials (binomial); whole (batches)
+    q: float = 0.0         # the percentile (percentile); trials (binomial); whole (batches); samples before (ratio)
     spread: float = 0.0                   # resolution + lag of one duration (duration)
     runs: int = 1
 
@@ -126,6 +126,51 @@ def bootstrap(data: Sequence[float], statistic: Callable[[Sequence[float]], floa
     return values[int(tail * (len(values) - 1))], values[int(math.ceil((1 - tail) * (len(values) - 1)))]
 
 
+def _cov(data: Sequence[float]) -> float:
+    centre = statistics.fmean(data)
+    return statistics.pstdev(data) / centre if centre else 0.0
+
+
+def _tail_ratio(data: Sequence[float]) -> float:
+    ordered = sorted(data)
+    middle = _quantile(ordered, 0.5)
+    return _quantile(ordered, 0.95) / middle if middle else 0.0
+
+
+STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {"mean": statistics.fmean, "cov": _cov,
+                                                             "p95/p50": _tail_ratio}
+
+
+def of_samples(samples: Sequence[float], statistic: str, confidence: float = CONFIDENCE) -> Estimate:
+    """A statistic of samples (STATISTICS: "cov", "p95/p50", "mean") with its percentile-bootstrap interval."""
+    data = tuple(float(s) for s in samples)
+    if not data:
+        raise ValueError(f"a {statistic} of no samples")
+    compute = STATISTICS[statistic]
+    point = compute(data)
+    low, high = bootstrap(data, compute, confidence)
+    return Estimate(point, min(low, point), max(high, point),
+                    f"{statistic} of {len(data)} samples, {confidence:.0%} bootstrap interval", f"of:{statistic}", data)
+
+
+def ratio_of_medians(before: Sequence[float], after: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+    """median(after) / median(before) of two independent sets of samples (a slowdown), with the interval of a
+    bootstrap that resamples each set on its own."""
+    first, second = tuple(float(s) for s in before), tuple(float(s) for s in after)
+    if not first or not second:
+        raise ValueError("a ratio of medians needs samples on both sides")
+    point = statistics.median(second) / statistics.median(first)
+    draw = random.Random(BOOTSTRAP_SEED)
+    ratios = sorted(statistics.median([second[draw.randrange(len(second))] for _ in second])
+                    / statistics.median([first[draw.randrange(len(first))] for _ in first])
+                    for _ in range(BOOTSTRAP_DRAWS // 4))
+    tail = (1 - confidence) / 2
+    low, high = ratios[int(tail * (len(ratios) - 1))], ratios[int(math.ceil((1 - tail) * (len(ratios) - 1)))]
+    return Estimate(point, min(low, point), max(high, point),
+                    f"median of {len(second)} over median of {len(first)} samples, {confidence:.0%} bootstrap "
+                    "interval", "ratio", first + second, float(len(first)))
+
+
 def wilson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Estimate:
     """A share or rate (successes of trials) with its Wilson score interval; no trials: [0, 1]."""
     if trials <= 0:
@@ -204,6 +249,12 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
         pooled = mean(before.samples + now.samples)
     elif now.kind == "index":
         pooled = index(before.samples + now.samples)
+    elif now.kind.startswith("of:"):
+        pooled = of_samples(before.samples + now.samples, now.kind[3:])
+    elif now.kind == "ratio":
+        split_before, split_now = int(before.q), int(now.q)
+        pooled = ratio_of_medians(before.samples[:split_before] + now.samples[:split_now],
+                                  before.samples[split_before:] + now.samples[split_now:])
     elif now.kind == "batches":  # each run's whole-window value, weighted alike; the batches of all runs
         pooled = batch_means((before.q * before.runs + now.q * now.runs) / runs, before.samples + now.samples)
     elif now.kind == "binomial":
