@@ -31,6 +31,8 @@ class Point:
     comparison: str = ""
     unit: str = ""
     not_checked: str = ""
+    low: float | None = None   # the interval of the measured value (a record older than intervals: none)
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,11 @@ def points(record: Record) -> dict[Key, Point]:
         checks = [c for e in result.evidence for c in e.get("checks", [])]
         for check in checks:
             measured = check.get("measured")
+            low, high = check.get("low"), check.get("high")
             found[(result.criterion, result.backend, check["name"])] = Point(
                 record.run_id, result.outcome, None if measured is None else float(measured),
                 float(check["threshold"]), check.get("comparison", ""), check.get("unit", ""),
-                check.get("not_checked", ""))
+                check.get("not_checked", ""), None if low is None else float(low), None if high is None else float(high))
         if not checks:
             found[(result.criterion, result.backend, OUTCOME_ONLY)] = Point(record.run_id, result.outcome)
     return found
@@ -120,6 +123,8 @@ def describe(point: Point | None) -> str:
     if point.threshold is None:
         return point.outcome
     measured = "nothing measured" if point.measured is None else f"{point.measured:g}{point.unit}"
+    if point.measured is not None and point.low is not None and point.high is not None and point.low != point.high:
+        measured += f" [{point.low:g}, {point.high:g}]"
     return f"{measured} (wanted {point.comparison} {point.threshold:g}{point.unit}), {point.outcome}"
 
 
@@ -127,6 +132,13 @@ def _mark(point: Point | None) -> tuple[float | None, float | None, str, str]:
     if point is None:
         return None, None, "", f"{describe(point)}"
     return point.measured, point.threshold, point.outcome, f"{point.run_id}: {describe(point)}"
+
+
+def flips(line: list[Point | None]) -> int:
+    """Pure: how often the verdict changed from one run to the next (runs without the cell left out): the same
+    cluster should give the same verdict."""
+    outcomes = [p.outcome for p in line if p is not None]
+    return sum(1 for a, b in zip(outcomes, outcomes[1:]) if a != b)
 
 
 def last_value(line: list[Point | None]) -> Point | None:
@@ -141,9 +153,12 @@ def page(records: list[Record]) -> str:
     for (criterion, backend, check), line in lines.items():
         last = last_value(line)
         rows.append({"criterion": criterion, "backend": backend, "check": check, "line": line, "last": last,
+                     "flips": flips(line),
                      "chart": sparkline([_mark(p) for p in line]) if check != OUTCOME_ONLY else ""})
+    flipping = sorted({(r["criterion"], r["backend"]): r["flips"] for r in rows if r["flips"]}.items(),
+                      key=lambda item: -item[1])
     template = _ENV.get_template("trend.html.j2")
-    return template.render(runs=runs, rows=rows, changes=changes(runs[-2], runs[-1]) if len(runs) > 1 else [],
+    return template.render(runs=runs, rows=rows, flipping=flipping, changes=changes(runs[-2], runs[-1]) if len(runs) > 1 else [],
                            last_two=runs[-2:])
 
 

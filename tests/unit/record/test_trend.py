@@ -74,3 +74,18 @@ def test_a_run_that_errored_before_measuring_shows_on_the_criterions_lines() -> 
     assert (GANG, "kueue", OUTCOME_ONLY) not in lines
     last = lines[(GANG, "kueue", "all_bound_within_s")][-1]
     assert last is not None and last.outcome == "ERROR" and last.measured is None
+
+
+def test_verdict_flips_are_counted_per_cell() -> None:
+    from harness.record.trend import Point, flips
+    line = [Point("a", "PASS"), None, Point("b", "INCONCLUSIVE"), Point("c", "PASS"), Point("d", "PASS")]
+    assert flips(line) == 2 and flips([None, Point("a", "FAIL")]) == 0
+    runs = [load_record(p) for p in PATHS]
+    flipped = copy.deepcopy(runs[-1])
+    flipped.run_id = "flipped"
+    flipped.started_at = "9999"
+    for result in flipped.results:
+        if result.criterion == GANG and result.backend == "default":
+            result.outcome = "PASS"
+    html = page(runs + [flipped])
+    assert "Verdict flips" in html and re.search(r"<td>training.gang_admission</td><td>default</td><td>1</td>", html)
