@@ -165,22 +165,29 @@ class RequestsSeen:
 
     seen: set[Request] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    paused: bool = False  # an admin's step on the sim (applying the reference queue model) is not the runner's
+    # an admin's step on the sim (the reference queue model, the join of worker sims) is not the runner's: paused
+    # for the thread that makes it only, so the runner's own requests meanwhile (a case's watches) still count
+    _admin: threading.local = field(default_factory=threading.local)
+
+    @property
+    def paused(self) -> bool:
+        return bool(getattr(self._admin, "depth", 0))
 
     def add(self, method: str, url: str, headers: Any) -> None:
         acting = (headers or {}).get("Impersonate-User")
         request = impersonation_of(acting) if acting else request_of(method, url)
+        if self.paused:
+            return
         with self.lock:
-            if not self.paused:
-                self.seen.add(request)
+            self.seen.add(request)
 
     @contextlib.contextmanager
     def not_the_runners(self) -> Iterator[None]:
-        self.paused = True
+        self._admin.depth = getattr(self._admin, "depth", 0) + 1
         try:
             yield
         finally:
-            self.paused = False
+            self._admin.depth -= 1
 
     def sorted(self) -> list[Request]:
         with self.lock:

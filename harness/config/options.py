@@ -40,10 +40,14 @@ OPTIONS: dict[str, tuple[str, str]] = {
                   "once)"),
     "progress": ("GPUPOC_PROGRESS", "on (default): each case as it starts, and what a long wait waits for and "
                  "last saw; off: quiet (CI)"),
+    "identity": ("GPUPOC_IDENTITY", "on the sim, who the suites run as: runner (default): the runner's own "
+                 "ServiceAccount, bound to exactly the role `gpupoc rbac` generates, so a request outside it is "
+                 "refused when made; admin: the sim's administrator (a cluster's identity is its kubeconfig's)"),
     "scale": ("GPUPOC_SCALE", "on: also run the scale suite (suites/scale: the profile's size, up to its cap per "
               "backend; the nightly does); off (default): the record shows it as not run"),
 }
 QUEUE_MODEL_CHOICES = ("apply", "keep")
+IDENTITIES = ("runner", "admin")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class RunConfig:
     wait_lock_s: float = 0.0
     progress: bool = True
     scale: bool = False  # the scale suite runs (else its cases are SKIP "not run")
+    as_runner: bool = True  # on the sim: the suites run as the runner's ServiceAccount (targets/identity.py)
 
     @property
     def targets_sim(self) -> bool:
@@ -158,8 +163,11 @@ def resolve(options: dict[str, Any], environ: dict[str, str] | None = None) -> R
     scale = (raw["scale"] or "off").lower()
     if scale not in ("on", "off"):
         raise ConfigError(f"{given['scale']} {raw['scale']!r}: choose from on, off")
+    identity = (raw["identity"] or "runner").lower()
+    if identity not in IDENTITIES:
+        raise ConfigError(f"{given['identity']} {raw['identity']!r}: choose from {', '.join(IDENTITIES)}")
     return RunConfig(
-        progress=shown == "on", scale=scale == "on",
+        progress=shown == "on", scale=scale == "on", as_runner=identity == "runner",
         run_lock=_run_lock(raw["run_lock"] or DEFAULT_LOCK, given["run_lock"]),
         wait_lock_s=_seconds(given["wait_lock"], raw["wait_lock"]),
         kubeconfig=kubeconfig, context=raw["context"], prometheus_url=raw["prometheus_url"],

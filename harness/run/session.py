@@ -34,7 +34,7 @@ def apply_queue_model_if_allowed(target: Target, profile: Profile, slurm: bool =
     if not may_create_queue_model(target):
         return False
     with target.seam.requests.not_the_runners():  # an admin's set-up, not in the runner's role
-        apply_queue_model(target, profile, say=lambda _: None, slurm=slurm)
+        apply_queue_model(target.as_admin(), profile, say=lambda _: None, slurm=slurm)
     return True
 
 

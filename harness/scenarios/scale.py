@@ -90,23 +90,23 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
         if target.features.adds_nodes and spec.nodes > have:
             started = time.monotonic()
             with target.seam.requests.not_the_runners():  # the sim's own nodes: not the runner's job
-                added = sim.add_nodes(core, spec.nodes - have, sim.GpuSpec(count=profile.gpu.per_node),
-                                      dra_devices=False)
+                added = sim.add_nodes(client.CoreV1Api(target.admin_api), spec.nodes - have,
+                                      sim.GpuSpec(count=profile.gpu.per_node), dra_devices=False)
                 sim.wait_nodes_ready(core, added, timeout_s=max(120.0, spec.nodes / 2))
             say(f"added {len(added)} simulated GPU nodes in {time.monotonic() - started:.1f}s")
         total = have + len(added)
         if apply_model:
             with target.seam.requests.not_the_runners():  # an admin's set-up, not in the runner's role
-                apply_queue_model(target, scaled_profile(profile, total * profile.gpu.per_node),
+                apply_queue_model(target.as_admin(), scaled_profile(profile, total * profile.gpu.per_node),
                                   say=lambda _: None, slurm=False)
         yield total
     finally:
         if apply_model:
             with target.seam.requests.not_the_runners():
-                apply_queue_model(target, profile, say=lambda _: None, slurm=False)
+                apply_queue_model(target.as_admin(), profile, say=lambda _: None, slurm=False)
         if added:
             with target.seam.requests.not_the_runners():
-                sim.remove_nodes(core, added)
+                sim.remove_nodes(client.CoreV1Api(target.admin_api), added)
 
 
 class FirstAdmission:

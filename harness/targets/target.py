@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import urllib3
@@ -15,6 +16,7 @@ from harness.config.options import IN_CLUSTER_CONTEXT, SIM_CONTEXT, RunConfig, i
 from harness.core.errors import ConfigError, HarnessError
 from harness.cluster.seam import ClusterSeam
 from harness.targets import sim
+from harness.targets.identity import ROLE_DROP_ENV, runner_client
 
 API_PROBE_TIMEOUT_S = 10
 HTTP_UNAUTHORIZED, HTTP_FORBIDDEN = 401, 403
@@ -53,10 +55,22 @@ class Target:
     kubernetes_version: str
     seam: ClusterSeam
     started_sim: bool = False  # this process started the sim, so it stops it at the end
+    admin: client.ApiClient | None = None  # the sim admin's, where the runner runs as its own ServiceAccount
 
     @property
     def features(self) -> Features:
         return features_of(self.kind, self.context)
+
+    @property
+    def admin_api(self) -> client.ApiClient:
+        """The client of set-up that belongs to the target itself, never to a case's measurement: the sim's queue
+        model, its nodes, the join of its worker sims. The sim admin's where the runner has an identity of its
+        own; elsewhere the runner's (on a real cluster such set-up is an admin's step, or not the harness's)."""
+        return self.admin or self.api
+
+    def as_admin(self) -> Target:
+        """This target with the admin's client (admin_api) for code that takes a Target."""
+        return replace(self, api=self.admin) if self.admin is not None else self
 
     @property
     def host(self) -> str:
@@ -110,6 +124,13 @@ def connect(cfg: RunConfig) -> Target:
                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}; "
                            "check that the cluster is running and the kubeconfig points at it") from exc
     timeouts = cfg.profile.timeouts  # the probe above fails fast; from here on every request goes through the seam
+    admin = None
+    if kind == "sim" and cfg.as_runner:
+        admin, api = api, runner_client(api, cfg.profile, cfg.run_lock, _csv_env(ROLE_DROP_ENV))
     seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if features_of(kind, context).own_processes else None)
-    return Target(kind, context, seam.api, prometheus, str(version), seam, started)
+    return Target(kind, context, seam.api, prometheus, str(version), seam, started, admin)
+
+
+def _csv_env(name: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in os.environ.get(name, "").split(",") if v.strip())

@@ -137,7 +137,8 @@ def multicluster_run(target: Target, workloads: JobSystem, profile: Profile, wor
     tenants = [tenant_on_queue(t) for t in profile.tenants[:2]]
     resource, per_node = profile.gpu.resource, profile.gpu.per_node
     ca_by_path = os.environ.get(CA_BY_PATH_ENV) == "1"
-    gpus = connect(target.api, workers, tenants, resource, ca_by_path)
+    with target.seam.requests.not_the_runners():  # the sim admin's join of its worker sims, not the runner's
+        gpus = connect(target.admin_api, workers, tenants, resource, ca_by_path)
     ev.note(f"{len(workers)} worker clusters ({', '.join(f'{n}: {g} GPUs' for n, g in gpus.items())}) joined to the "
             f"manager's queue {QUEUE} (their GPUs together: {sum(gpus.values())})"
             + ("; their kubeconfigs name the CA by path (misconfigured on purpose)" if ca_by_path else ""))
@@ -149,7 +150,8 @@ def multicluster_run(target: Target, workloads: JobSystem, profile: Profile, wor
         watch.stop()
         for job in jobs:
             workloads.delete(job)
-        left = disconnect(target.api) + [f"{w.name}: {p}" for w in workers for p in disconnect_if_up(w)]
+        with target.seam.requests.not_the_runners():
+            left = disconnect(target.admin_api) + [f"{w.name}: {p}" for w in workers for p in disconnect_if_up(w)]
         if left:
             ev.note("left behind: " + "; ".join(left))
 

@@ -1,0 +1,85 @@
+"""The runner's own identity on the sim: a ServiceAccount bound to exactly the role `gpupoc rbac` generates for
+the profile, as on a staging cluster, so a request outside it is refused by the API server when it is made.
+
+The sim admin (its client certificate) applies the role and asks the TokenRequest API for the ServiceAccount's
+token; the runner's client then carries only that token and the sim's CA. The admin keeps what belongs to the sim
+itself: its queue model, its nodes, the join of its worker sims, release swaps (Target.admin_api).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+
+from harness.cluster import rbac
+from harness.config.profile import Profile
+from harness.core.errors import SimError
+
+RUNNER_ACCOUNT = "gpupoc/gpupoc-runner"
+TOKEN_SECONDS = 12 * 3600  # longer than any run; the sim's API server issues it as asked
+ROLE_SETTLED_S = 15.0  # the API server's RBAC informer sees a new binding within a few seconds
+# A sensitivity of the test suite: "VERB GROUP/RESOURCE" pairs left out of the runner's role (e.g. "watch batch/jobs")
+ROLE_DROP_ENV = "GPUPOC_RUNNER_ROLE_DROP"
+
+
+def without(docs: list[dict[str, Any]], dropped: Sequence[str]) -> list[dict[str, Any]]:
+    """Pure: the role with each "VERB GROUP/RESOURCE" of `dropped` taken out of every rule that grants it."""
+    pairs = [(d.split()[0], *d.split()[1].split("/", 1)) for d in dropped if len(d.split()) == 2 and "/" in d]
+    if not pairs:
+        return docs
+    found = []
+    for doc in docs:
+        rules = []
+        for rule in list(doc.get("rules") or []):
+            verbs = list(rule.get("verbs") or [])
+            for verb, group, resource in pairs:
+                if group.replace("core", "") in (rule.get("apiGroups") or []) and resource in (rule.get("resources")
+                                                                                             or []):
+                    verbs = [v for v in verbs if v != verb]
+            if verbs:
+                rules.append({**rule, "verbs": verbs})
+        found.append({**doc, "rules": rules} if "rules" in doc else doc)
+    return found
+
+
+def runner_client(admin: client.ApiClient, profile: Profile, lock: tuple[str, str] | None,
+                  dropped: Sequence[str] = (), account: str = RUNNER_ACCOUNT) -> client.ApiClient:
+    """The runner's client on the sim: its role applied (its tenants' namespaces made where missing), its token."""
+    core = client.CoreV1Api(admin)
+    existing = {n.metadata.name for n in core.list_namespace().items}
+    for namespace in sorted({ns for t in profile.tenants for ns in (t.namespace, t.inference_namespace)} - existing):
+        core.create_namespace({"metadata": {"name": namespace}})  # the queue model labels and fills it
+    rbac.apply(admin, account, without(rbac.runner_manifests(profile, account, lock), dropped))
+    namespace, name = account.split("/", 1)
+    token = core.create_namespaced_service_account_token(name, namespace, client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS))).status.token
+    configuration = client.Configuration()
+    configuration.host = admin.configuration.host
+    configuration.ssl_ca_cert = admin.configuration.ssl_ca_cert
+    configuration.verify_ssl = admin.configuration.verify_ssl
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    runner = client.ApiClient(configuration)
+    _wait_bound(runner, account)
+    return runner
+
+
+def _wait_bound(runner: client.ApiClient, account: str) -> None:
+    """Until the API server's authorizer has the new role (the first request of a run is not refused for it)."""
+    deadline = time.monotonic() + ROLE_SETTLED_S
+    review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
+        resource_attributes=client.V1ResourceAttributes(verb="list", resource="nodes")))
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            answer = client.AuthorizationV1Api(runner).create_self_subject_access_review(review)
+            if answer.status.allowed:
+                return
+            last = "not allowed to list nodes yet"
+        except client.ApiException as exc:
+            last = f"{exc.status} {exc.reason}"
+        time.sleep(0.2)
+    raise SimError(f"the runner's ServiceAccount {account} was not given its role within {ROLE_SETTLED_S:g}s "
+                   f"(last: {last}); is the sim's API server running with RBAC (--authorization-mode=RBAC)?")
