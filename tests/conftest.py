@@ -88,10 +88,11 @@ def _host_shared_or_quiet(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def sim_api(target: Target) -> client.ApiClient:
-    """The sim's API; these tests exercise the sim itself, so another target is a usage error."""
+    """The sim's API as its admin (the cases run as the runner: `api`); these tests exercise the sim itself, so
+    another target is a usage error."""
     if target.kind != "sim":
         pytest.fail(f"the project's integration tests run against the sim, not {target.kind} {target.context}")
-    return target.api
+    return target.admin_api
 
 
 @pytest.fixture()

@@ -231,11 +231,12 @@ def metric_name(selector: str) -> str:
 
 
 def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = lambda _: None) -> list[Check]:
-    """Every check, in order; on the sim the runner is an admin and its permissions are not reviewed."""
+    """Every check, in order; the runner's permissions are reviewed wherever it is not the admin (on the sim: when
+    it runs as its own ServiceAccount, the default)."""
     checks = [Check("api", f"{target.host} answers, Kubernetes {target.kubernetes_version} ({target.kind}, "
                     f"context {target.context})", OK)]
     say("preflight: the runner's permissions")
-    if not target.features.runner_is_admin:
+    if not target.features.runner_is_admin or target.admin is not None:
         checks += permission_checks(target.api, needed_permissions(
             runner_manifests(cfg.profile, "runner/runner", cfg.run_lock)))
     say("preflight: backends and queues")

@@ -8,6 +8,7 @@ naming it, not a FAIL. The in-cluster loader, pointed at the ServiceAccount's to
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from harness.record.model import load_record
 from harness.cluster.seam import PermissionMissing
 from harness.sim import cluster
 from harness.core.paths import REPO_ROOT
+from harness.targets.identity import ROLE_DROP_ENV, RUNNER_ACCOUNT, runner_client
 from harness.targets.target import connect, in_cluster_client
 
 ACCOUNT = "gpupoc-lp/gpupoc-runner"
@@ -193,3 +195,32 @@ def test_the_in_cluster_manifests_pass_a_server_side_dry_run(runner: Runner, sim
         resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         resource.server_side_apply(body=doc, name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"),
                                    field_manager="gpupoc-test", dry_run="All")
+
+
+def test_on_the_sim_the_run_is_the_runner_and_a_role_one_verb_short_stops_it(
+        sim_api: client.ApiClient, queue_model: Profile, tmp_path: Path) -> None:
+    """`gpupoc run` on the sim runs as the runner's own ServiceAccount (targets/identity.py). Its role without
+    `watch` on Jobs: the preflight names the missing permission and no case starts; nothing of the run is left;
+    the refused request itself is one line naming the verb and the resource, an ERROR."""
+    tenant = queue_model.tenants[0].namespace
+    env = {**os.environ, ROLE_DROP_ENV: "watch batch/jobs"}
+    env.pop("GPUPOC_IDENTITY", None)  # the default: the runner
+    run = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--backends=kueue", "--run-id=one-verb-short",
+                          f"--reports-dir={tmp_path}", "--", "suites/training/test_gang_admission.py", "-q",
+                          "-p", "no:cacheprovider"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                         env=env)
+    said = run.stdout + run.stderr
+    try:
+        assert run.returncode == 2 and f"may not watch batch/jobs in namespace {tenant}" in said, said[-3000:]
+        assert "▶" not in run.stdout, "no case started"
+        left = client.CoreV1Api(sim_api).list_namespace(label_selector="gpupoc.io/run=one-verb-short").items
+        assert not left, [n.metadata.name for n in left]
+        runner = runner_client(sim_api, queue_model, LOCK, dropped=["watch batch/jobs"])
+        with pytest.raises(client.ApiException) as refused:
+            client.BatchV1Api(runner).list_namespaced_job(tenant, watch=True, timeout_seconds=1)
+        assert refused.value.status == 403 and 'cannot watch resource "jobs" in API group "batch"' in str(
+            refused.value.body), refused.value.body
+        whoami = client.AuthenticationV1Api(runner).create_self_subject_review({})
+        assert whoami.status.user_info.username == f"system:serviceaccount:{RUNNER_ACCOUNT.replace('/', ':')}"
+    finally:
+        runner_client(sim_api, queue_model, LOCK)  # the whole role back, for the session's own runner

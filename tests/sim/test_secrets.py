@@ -75,7 +75,8 @@ def test_planted_secrets_never_reach_any_output(tmp_path: Path, sim_api: client.
     planted_kubeconfig = tmp_path / "kubeconfig"
     planted_kubeconfig.write_text(yaml.safe_dump(kubeconfig))
     (tmp_path / "test_leak.py").write_text(INNER.format(secret=secret_value))
-    env = {**os.environ, "GPUPOC_PROMETHEUS_TOKEN": prometheus_token, "MY_SERVICE_API_TOKEN": env_value,
+    env = {**os.environ, "GPUPOC_IDENTITY": "admin",  # its planting (an Event) is an admin's, not the runner's
+           "GPUPOC_PROMETHEUS_TOKEN": prometheus_token, "MY_SERVICE_API_TOKEN": env_value,
            "PLANTED_KUBECONFIG": str(planted_kubeconfig)}
     try:
         run = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-p", "no:cacheprovider", "-rA",
