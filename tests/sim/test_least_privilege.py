@@ -31,6 +31,7 @@ from harness.record.model import load_record
 from harness.cluster.seam import PermissionMissing
 from harness.sim import cluster
 from harness.core.paths import REPO_ROOT
+from harness.cluster.manifests import RUN_LABEL
 from harness.targets.identity import ROLE_DROP_ENV, RUNNER_ACCOUNT, runner_client
 from harness.targets.target import connect, in_cluster_client
 
@@ -213,7 +214,7 @@ def test_on_the_sim_the_run_is_the_runner_and_a_role_one_verb_short_stops_it(
     try:
         assert run.returncode == 2 and f"may not watch batch/jobs in namespace {tenant}" in said, said[-3000:]
         assert "▶" not in run.stdout, "no case started"
-        left = client.CoreV1Api(sim_api).list_namespace(label_selector="gpupoc.io/run=one-verb-short").items
+        left = client.CoreV1Api(sim_api).list_namespace(label_selector=f"{RUN_LABEL}=one-verb-short").items
         assert not left, [n.metadata.name for n in left]
         runner = runner_client(sim_api, queue_model, LOCK, dropped=["watch batch/jobs"])
         with pytest.raises(client.ApiException) as refused:
