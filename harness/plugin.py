@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "gpupoc_last: run after every other test (the audit of the whole run)")
     config.addinivalue_line("markers", "scale: the scale suite (run when asked: --scale on)")
+    config.addinivalue_line("markers", "quiet: measures the host's CPU: runs alone among the runs sharing the host "
+                                       "(harness/run/hostshare.py)")
     config.addinivalue_line("markers", "head_start(observe, wanted): the case observes from the session's start, "
                                        "beside the others (harness/run/headstart.py)")
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}

@@ -8,6 +8,9 @@ set -uo pipefail
 # The checkout's own harness, whatever an earlier `pip install -e` of another checkout left on PATH.
 gpupoc() { "${PYTHON:-python3}" -m harness.cli "$@"; }
 run_id="poc-$(date -u +%Y%m%d-%H%M%S)"
+# The parts and the real-node part share the host's 2 cores: every case holds the host shared, and a case marked
+# quiet (the workload sample's step times, the isolation boundary) runs alone among them (harness/run/hostshare.py).
+export GPUPOC_HOST_LOCK="${TMPDIR:-/tmp}/gpupoc-poc-host.lock"
 real_id="$run_id-real-nodes"
 
 # Beside the parts: the cases whose proof needs a container that really runs, on a sim of its own with 2 real nodes

@@ -22,9 +22,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.run import hostshare
+
 LOCK = Path(tempfile.gettempdir()) / "gpupoc-make-test-heavy.lock"
 HOST = Path(tempfile.gettempdir()) / "gpupoc-make-test-host.lock"
-TURNSTILE = Path(tempfile.gettempdir()) / "gpupoc-make-test-turnstile.lock"
 
 
 @contextlib.contextmanager
@@ -39,14 +40,6 @@ def alone() -> Iterator[None]:
 
 @contextlib.contextmanager
 def sharing_the_host(quiet: bool) -> Iterator[None]:
-    """Shared use of the host for a test (every test), or all of it (`quiet`)."""
-    with TURNSTILE.open("a") as turnstile, HOST.open("a") as host:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)  # a quiet test keeps it while it waits: no one overtakes it
-        try:
-            fcntl.flock(host, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(host, fcntl.LOCK_UN)
+    """Shared use of the host for a test (every test), or all of it (`quiet`): harness/run/hostshare.py's locks."""
+    with hostshare.sharing(HOST, quiet):
+        yield

@@ -12,6 +12,7 @@ import pytest
 from _pytest.runner import call_and_report
 
 from harness.core import progress
+from harness.run import hostshare
 from harness.record.evidence import Check
 from harness.run.keys import EVIDENCE_KEY, run_config
 from harness.run.outcomes import INCONCLUSIVE
@@ -39,7 +40,8 @@ def protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     limit = max_runs(item)
     for run in range(1, limit + 1):
         item.stash[RUN_KEY] = run
-        reports, again = _run_once(item, nextitem)
+        with hostshare.case_on_the_host(item):
+            reports, again = _run_once(item, nextitem)
         if not again:
             for report in reports:
                 item.ihook.pytest_runtest_logreport(report=report)

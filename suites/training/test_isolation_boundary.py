@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from kubernetes import client
 
 from harness.backends import Backend
@@ -24,6 +26,7 @@ from harness.targets.target import Target
 from suites.training.sample import ANTAGONIST, antagonist_pod, record_run, require_sample, run_sample, sample_job
 
 
+@pytest.mark.quiet  # its step times are the host's CPU: alone among the runs sharing the host
 def test_isolation_boundary(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                             evidence: Callable[[str], Evidence]) -> None:
     require_sample(target, backend, queue_model)

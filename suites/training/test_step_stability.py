@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from harness.backends import Backend
 from harness.core.estimate import of_samples
 from harness.config.profile import Profile
@@ -20,6 +22,7 @@ from harness.targets.target import Target
 from suites.training.sample import record_run, require_sample, run_sample, sample_job
 
 
+@pytest.mark.quiet  # its step times are the host's CPU: alone among the runs sharing the host
 def test_step_stability(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                         destructive: Callable[[str], None], evidence: Callable[[str], Evidence]) -> None:
     require_sample(target, backend, queue_model)
