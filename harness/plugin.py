@@ -119,8 +119,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """A case of the suites runs again while it cannot decide (harness/run/repeat.py)."""
-    return repeat.protocol(item, nextitem) if item.nodeid.startswith("suites/") else None
+    """A case (a test that records evidence) runs again while it cannot decide (harness/run/repeat.py)."""
+    return repeat.protocol(item, nextitem) if repeat.is_a_case(item) else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -142,7 +142,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed:  # what the terminal, JUnit and pytest-html show of a failure: no secret in it
         redact_report(report, record.all_secrets(item.config, item.config.stash.get(TARGET_KEY, None)))
     outcome = record_outcome(report)
-    if outcome and item.nodeid.startswith("suites/") and repeat.runs_again(item, outcome):
+    if outcome and repeat.is_a_case(item) and repeat.runs_again(item, outcome):
         report.user_properties.append(("gpupoc_repeat", True))  # not the record's: the case runs again
     elif outcome:
         record.add_result(item.config, item, report, outcome, item.stash.get(EVIDENCE_KEY, []))

@@ -21,6 +21,11 @@ RUN_KEY = pytest.StashKey[int]()          # this item's run, from 1
 BEFORE_KEY = pytest.StashKey[dict[str, list[Check]]]()  # criterion -> the earlier runs' checks (pooled)
 
 
+def is_a_case(item: pytest.Item) -> bool:
+    """A test that records evidence of a criterion: a case of the suites (or a test written like one)."""
+    return "evidence" in getattr(item, "fixturenames", ())
+
+
 def max_runs(item: pytest.Item) -> int:
     return run_config(item.config).profile.max_runs
 

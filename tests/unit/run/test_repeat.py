@@ -1,0 +1,56 @@
+"""A case that cannot decide runs again, pooling its samples (harness/run/repeat.py): it decides once the pooled
+interval clears the threshold, and ends INCONCLUSIVE (its own outcome, neither passed nor failed) when the
+profile's runs are spent. No cluster: the cases record evidence only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+INNER = '''
+from pathlib import Path
+
+from harness.core.estimate import percentile
+
+RUNS = Path(__file__).with_name("runs")
+
+
+def test_decides_once_pooled(evidence):
+    run = len(RUNS.read_text()) if RUNS.exists() else 0
+    RUNS.write_text("x" * (run + 1))
+    ev = evidence("training.queue_wait")  # its threshold on the sim: 60 s
+    # the first run's median of 50-69 s: [55, 64], undecided; with a run of 40-49.5 s pooled: [.., 56], decided
+    waits = [50.0 + i for i in range(20)] if run == 0 else [40.0 + i / 2 for i in range(20)]
+    ev.expect("p95_s", percentile(waits, 0.5))
+    ev.verdict()
+
+
+def test_never_decides(evidence):
+    ev = evidence("training.queue_wait")
+    ev.expect("p95_s", percentile([58.0, 59.0, 60.0, 61.0, 62.0] * 4, 0.5))  # [59, 61] however often
+    ev.verdict()
+'''
+
+
+def test_an_undecided_case_runs_again_and_the_last_run_is_recorded(tmp_path: Path) -> None:
+    (tmp_path / "test_cases.py").write_text(INNER)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-rA", "-p",
+                             "no:cacheprovider", "test_cases.py", "--run-id=repeat", f"--reports-dir={tmp_path}",
+                             "--run-lock=off", "--progress=off"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    said = result.stdout + result.stderr
+    assert result.returncode == 1, said  # the undecided case: not passed
+    assert (tmp_path / "runs").read_text() == "xx", "decided in its second run"
+    record = json.loads((tmp_path / "repeat" / "record.json").read_text())
+    outcomes = {r["nodeid"].rsplit("::", 1)[1]: r for r in record["results"]}
+    assert len(record["results"]) == 2, [r["nodeid"] for r in record["results"]]  # one result per case
+    decided = outcomes["test_decides_once_pooled"]["evidence"][0]["checks"][0]
+    assert outcomes["test_decides_once_pooled"]["outcome"] == "PASS" and decided["runs"] == 2, decided
+    assert "40 samples" in decided["how"] and decided["high"] <= 60, decided
+    undecided = outcomes["test_never_decides"]
+    assert undecided["outcome"] == "INCONCLUSIVE", undecided
+    check = undecided["evidence"][0]["checks"][0]
+    assert check["runs"] == 3 and check["verdict"] == "INCONCLUSIVE" and "not decided" in undecided["message"], check
+    assert "INCONCLUSIVE" in said
