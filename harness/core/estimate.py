@@ -20,6 +20,7 @@ import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 CONFIDENCE = 0.95
@@ -268,3 +269,25 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
                           f"median of {len(values)} runs ({', '.join(f'{v:g}' for v in values)} s), timestamps and "
                           f"lag {spread:.3g} s", "duration", tuple(values), spread=spread)
     return replace(pooled, runs=runs, how=f"{pooled.how}; {runs} runs pooled")
+
+
+MAX_KEPT_SAMPLES = 2000  # what a record keeps of an estimate's samples, so repeated runs can be pooled later
+
+
+def kept(estimate: Estimate) -> dict[str, object] | None:
+    """What a record keeps of an estimate to pool it with other runs' (None: exact, or too many samples)."""
+    if estimate.kind == "exact" or len(estimate.samples) > MAX_KEPT_SAMPLES:
+        return None
+    return {"kind": estimate.kind, "q": estimate.q, "spread": estimate.spread,
+            "samples": [float(f"{v:.6g}") for v in estimate.samples]}
+
+
+def from_record(check: dict[str, Any]) -> Estimate | None:
+    """A recorded check's estimate (with what `kept` kept), None where it cannot be pooled."""
+    found = check.get("pool")
+    value, low, high = check.get("measured"), check.get("low"), check.get("high")
+    if not isinstance(found, dict) or value is None or low is None or high is None:
+        return None
+    return Estimate(float(value), float(low), float(high), str(check.get("how", "")), str(found["kind"]),
+                    tuple(float(v) for v in found.get("samples") or ()), float(found.get("q") or 0.0),
+                    float(found.get("spread") or 0.0), int(check.get("runs") or 1))

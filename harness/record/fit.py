@@ -15,7 +15,9 @@ run's result and the worst decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import reduce
 
+from harness.core.estimate import Estimate, decide, from_record, pool
 from harness.record.model import Record, Result
 from harness.record.verdict import CLUSTER, SEVERITY, missed, unchecked
 
@@ -87,6 +89,8 @@ def measured(results: list[Result]) -> str:
     an evidence per part) the same per part."""
     runs = sorted({run_of(r) for r in results})
     values: dict[str, list[float]] = {}
+    estimates: dict[str, list[Estimate | None]] = {}
+    thresholds: dict[str, tuple[float, str]] = {}
     seen: dict[str, set[str]] = {}  # check -> the runs (or parts) that gave it
     wanted: dict[str, str] = {}
     for result in results:
@@ -96,6 +100,8 @@ def measured(results: list[Result]) -> str:
                 values.setdefault(name, [])
                 if isinstance(value, (int, float)):
                     values[name].append(float(value))
+                estimates.setdefault(name, []).append(from_record(check))
+                thresholds[name] = (float(check["threshold"]), str(check["comparison"]))
                 seen.setdefault(name, set()).add(run_of(result) if len(runs) > 1 else f"{result.nodeid}#{index}")
                 wanted[name] = f"{check['comparison']} {check['threshold']:g}{check.get('unit', '')}"
     told = []
@@ -107,8 +113,18 @@ def measured(results: list[Result]) -> str:
         if over > 1:
             nothing = over - len(seen[name]) if unit == "runs" else over - len(numbers)
             shown += f" over {over} {unit}" + (f", {nothing} with nothing measured" if nothing > 0 else "")
+        if unit == "runs" and over > 1:
+            shown += pooled_verdict(estimates.get(name, []), *thresholds[name])
         told.append(f"{name} {shown} ({wanted[name]})")
     return "; ".join(told)
+
+
+def pooled_verdict(found: list[Estimate | None], threshold: float, comparison: str) -> str:
+    """Over repeated runs: the runs' samples pooled into one interval and its verdict, where every run kept them."""
+    if len(found) < 2 or any(e is None for e in found):
+        return ""
+    together = reduce(pool, [e for e in found if e is not None])
+    return f", pooled [{together.low:.4g}, {together.high:.4g}]: {decide(together, threshold, comparison)}"
 
 
 def explained(found: Decider, backend: str, designed: dict[str, str]) -> Decider:

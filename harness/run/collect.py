@@ -19,6 +19,7 @@ from kubernetes import client
 from harness import __version__, backends as backend_registry
 from harness.backends.slurm import SlurmBackend
 from harness.config.options import RunConfig
+from harness.core import estimate
 from harness.core.errors import HarnessError
 from harness.cluster.inventory import gpu_inventory
 from harness.record.evidence import Evidence
@@ -138,7 +139,9 @@ def evidence_dict(ev: Evidence) -> dict[str, Any]:
     data = {f.name: copy.deepcopy(getattr(ev, f.name)) for f in fields(ev)
             if not f.name.startswith("_") and f.name != "checks"}
     data["checks"] = [{**{f.name: getattr(c, f.name) for f in fields(c) if f.name != "estimate"},
-                       "passed": c.passed, "verdict": c.verdict} for c in ev.checks]
+                       "passed": c.passed, "verdict": c.verdict,
+                       **({"pool": pool} if c.estimate and (pool := estimate.kept(c.estimate)) else {})}
+                      for c in ev.checks]
     return data
 
 

@@ -102,3 +102,17 @@ def test_a_bare_duration_is_widened_by_the_lag_measured_in_the_case() -> None:
         ev.verdict()
     exact = evidence(lag=0.4).expect("max_lost", 1)
     assert exact.verdict == est.FAIL and exact.low == exact.high == 1
+
+
+def test_a_record_keeps_what_pools_repeated_runs_into_one_interval() -> None:
+    from harness.record.fit import pooled_verdict
+    first = est.percentile(AROUND[:30], 0.5)
+    recorded = {"measured": first.value, "low": first.low, "high": first.high, "how": first.how, "runs": 1,
+                "pool": est.kept(first)}
+    back = est.from_record(recorded)
+    assert back is not None and back.samples == first.samples and back.kind == "percentile"
+    assert est.kept(est.exact(3.0)) is None and est.from_record({"measured": 3.0, "low": 3.0, "high": 3.0}) is None
+    second = est.from_record({**recorded, "pool": est.kept(est.percentile(AROUND[30:], 0.5))})
+    said = pooled_verdict([back, second], 9.5, "<=")
+    assert said.startswith(", pooled [") and said.endswith(": PASS"), said
+    assert pooled_verdict([back, None], 9.5, "<=") == ""
