@@ -93,11 +93,11 @@ def command(args: argparse.Namespace) -> int:
                         workloads=config_of(args).profile.workloads)
         return 0
     if args.command == "setup":
-        target = connect_to(args)
+        target = connect_to(args, admin=True)
         queue_model.apply_queue_model(target, config_of(args).profile)
         return 0
     if args.command == "clean":
-        target = connect_to(args)
+        target = connect_to(args, admin=True)
         cfg = config_of(args)
         holder = live_holder(target.api, *cfg.run_lock) if cfg.run_lock and not args.run_id else None
         if holder:
@@ -134,7 +134,7 @@ def rbac_command(args: argparse.Namespace) -> int:
                 print(f"  outside the role: {line}")
         return 1 if problems else 0
     if args.apply:
-        target = connect_to(args)
+        target = connect_to(args, admin=True)
         for line in rbac.apply(target.api, args.service_account, docs):
             print(line)
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import NoReturn
 
 from harness.config.options import OPTIONS, RunConfig, resolve
@@ -30,5 +31,8 @@ def config_of(args: argparse.Namespace) -> RunConfig:
     return resolve({name: getattr(args, name) for name in OPTIONS})
 
 
-def connect_to(args: argparse.Namespace) -> Target:
-    return connect(config_of(args))
+def connect_to(args: argparse.Namespace, admin: bool = False) -> Target:
+    """The target of a command; `admin`: an admin's step (setup, clean, rbac --apply), which on the sim is the sim
+    admin's rather than the runner's (elsewhere the kubeconfig says who acts)."""
+    cfg = config_of(args)
+    return connect(dataclasses.replace(cfg, as_runner=False) if admin else cfg)
