@@ -26,6 +26,13 @@ PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 CONFIDENCE = 0.95
 Z = {0.95: 1.959964, 0.99: 2.575829}
 BOOTSTRAP_DRAWS = 2000
+BOOTSTRAP_WORK = 1_000_000  # resampled values per interval at most: thousands of samples get fewer draws
+
+
+def draws_for(n: int) -> int:
+    """Bootstrap draws for n samples: BOOTSTRAP_DRAWS, fewer (not under 200) where n is large."""
+    return max(200, min(BOOTSTRAP_DRAWS, BOOTSTRAP_WORK // max(1, n)))
+
 BOOTSTRAP_SEED = 20261205  # the same samples give the same interval, run after run
 TIMESTAMP_RESOLUTION_S = 1.0  # metadata.creationTimestamp and conditions' lastTransitionTime: RFC 3339, whole s
 
@@ -70,6 +77,12 @@ def decide(estimate: Estimate, threshold: float, comparison: str) -> str:
 
 
 def percentile(samples: Sequence[float], q: float, confidence: float = CONFIDENCE) -> Estimate:
+    if not 0 < q < 1:
+        raise ValueError(f"a percentile's q lies between 0 and 1, not {q}")
+    return _percentile(samples, q, confidence)
+
+
+def _percentile(samples: Sequence[float], q: float, confidence: float) -> Estimate:
     """The q-quantile (0 < q < 1) of samples, with a distribution-free order-statistic interval: the ranks between
     which the true quantile lies with at least `confidence` (binomial(n, q)); an end beyond the samples is the
     extreme sample, which then bounds the interval only as far as the samples go."""
@@ -97,8 +110,10 @@ def _order_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
     """0-based ranks (l, u) with P(X(l) <= quantile <= X(u)) >= confidence, as narrow as the tails allow."""
     tail = (1 - confidence) / 2
     cdf, cumulative = [], 0.0
+    log_q, log_p = math.log(q), math.log1p(-q)  # in logs: comb(n, k) overflows a float for thousands of samples
     for k in range(n + 1):
-        cumulative += math.comb(n, k) * q ** k * (1 - q) ** (n - k)
+        cumulative += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                               + k * log_q + (n - k) * log_p)
         cdf.append(cumulative)
     lower = max([k for k in range(n + 1) if cdf[k] <= tail] or [0])  # P(Bin <= lower) <= tail -> X(lower+1)
     upper = min([k for k in range(n + 1) if cdf[k] >= 1 - tail] or [n])
@@ -122,7 +137,7 @@ def bootstrap(data: Sequence[float], statistic: Callable[[Sequence[float]], floa
     if len(data) < 2:
         return float(data[0]), float(data[0])
     draw = random.Random(BOOTSTRAP_SEED)
-    values = sorted(statistic([data[draw.randrange(len(data))] for _ in data]) for _ in range(BOOTSTRAP_DRAWS))
+    values = sorted(statistic(draw.choices(data, k=len(data))) for _ in range(draws_for(len(data))))
     tail = (1 - confidence) / 2
     return values[int(tail * (len(values) - 1))], values[int(math.ceil((1 - tail) * (len(values) - 1)))]
 
@@ -162,9 +177,9 @@ def ratio_of_medians(before: Sequence[float], after: Sequence[float], confidence
         raise ValueError("a ratio of medians needs samples on both sides")
     point = statistics.median(second) / statistics.median(first)
     draw = random.Random(BOOTSTRAP_SEED)
-    ratios = sorted(statistics.median([second[draw.randrange(len(second))] for _ in second])
-                    / statistics.median([first[draw.randrange(len(first))] for _ in first])
-                    for _ in range(BOOTSTRAP_DRAWS // 4))
+    ratios = sorted(statistics.median(draw.choices(second, k=len(second)))
+                    / statistics.median(draw.choices(first, k=len(first)))
+                    for _ in range(draws_for(len(first) + len(second))))
     tail = (1 - confidence) / 2
     low, high = ratios[int(tail * (len(ratios) - 1))], ratios[int(math.ceil((1 - tail) * (len(ratios) - 1)))]
     return Estimate(point, min(low, point), max(high, point),

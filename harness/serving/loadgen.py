@@ -8,6 +8,7 @@ word, as the sim's model server counts them; point `tokenizer` at the real model
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import glob
 import json
@@ -22,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from harness.criteria.inference.latency import LoadReport, parse_inference_perf
+from harness.criteria.inference.latency import LoadReport, parse_inference_perf, per_request_samples
 from harness.core.errors import HarnessError
 from harness.core.paths import build_root
 from harness.serving.traffic import Traffic
@@ -45,6 +46,11 @@ tokenizer.save(str(out / "tokenizer.json"))
 (out / "tokenizer_config.json").write_text(json.dumps(
     {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 1000000}))
 """
+
+
+# each request's computed latencies only: no payloads, no response chunks
+PER_REQUEST_FIELDS = {"request": False, "response": False, "info": False, "response_chunks": False,
+                      "computed_metrics": True}
 
 
 def venv_dir() -> Path:
@@ -84,7 +90,8 @@ class LoadGenerator:
                          "worker_max_concurrency": 64, "request_timeout": 30, "stage_teardown_grace_seconds": 10},
                 "server": {"type": "vllm", "model_name": model, "base_url": url, "ignore_eos": True},
                 "tokenizer": {"pretrained_model_name_or_path": str(self.tokenizer)},
-                "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": False,
+                "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": True,
+                                                 "per_request_fields": PER_REQUEST_FIELDS,
                                                  "use_server_output_tokens": True},
                            "goodput": {"constraints": slo}},
                 "storage": {"local_storage": {"path": str(out / "report")}}}
@@ -106,7 +113,11 @@ class LoadGenerator:
         if process.returncode != 0 or not reports:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise HarnessError(f"inference-perf failed (exit {process.returncode}); last lines of {log}:\n{tail}")
-        return parse_inference_perf(json.loads(reports[0].read_text()))
+        report = parse_inference_perf(json.loads(reports[0].read_text()))
+        per_request = out / "report" / "per_request_lifecycle_metrics.json"
+        if per_request.exists():  # each request's latencies: the percentiles' intervals (core/estimate.py)
+            report = dataclasses.replace(report, samples=per_request_samples(json.loads(per_request.read_text())))
+        return report
 
 
 def _fixed(n: int) -> dict[str, Any]:

@@ -4,7 +4,7 @@ the model server's own histograms."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.criteria import AT_LEAST, AT_MOST, Chart, Criterion, Threshold, register
@@ -35,6 +35,8 @@ class LoadReport:
     output_tokens_per_s: float
     requests_per_s: float
     good_requests: int
+    # each successful request's, where the generator reported them (per_request_lifecycle_metrics.json)
+    samples: dict[str, tuple[float, ...]] = field(default_factory=dict)  # "ttft", "itl" (each token), "e2e"
 
     @property
     def error_rate(self) -> float:
@@ -50,6 +52,22 @@ def _percentiles(block: dict[str, Any] | None) -> dict[str, float]:
     block = block or {}
     names = {"mean": "mean", "median": "p50", "p95": "p95", "p99": "p99"}
     return {ours: float(block[theirs]) for theirs, ours in names.items() if block.get(theirs) is not None}
+
+
+def per_request_samples(entries: list[dict[str, Any]]) -> dict[str, tuple[float, ...]]:
+    """Pure: inference-perf's per-request report (computed_metrics) as samples: TTFT and end-to-end latency per
+    successful request, inter-token latency per token gap (as its summary counts them)."""
+    ttft, e2e, itl = [], [], []
+    for entry in entries:
+        metrics = entry.get("computed_metrics") or {}
+        if entry.get("error") or not metrics:
+            continue
+        if metrics.get("time_to_first_token") is not None:
+            ttft.append(float(metrics["time_to_first_token"]))
+        if metrics.get("request_latency") is not None:
+            e2e.append(float(metrics["request_latency"]))
+        itl += [float(v) for v in metrics.get("inter_token_latencies") or [] if v is not None]
+    return {name: tuple(values) for name, values in (("ttft", ttft), ("itl", itl), ("e2e", e2e)) if values}
 
 
 def parse_inference_perf(stage: dict[str, Any]) -> LoadReport:

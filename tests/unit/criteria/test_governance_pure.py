@@ -151,3 +151,12 @@ def test_a_disagreement_decides_from_the_interval_its_resolution_leaves() -> Non
     assert decide(cost.disagreement(108.0, 100.0, 5.0), 0.10, "<=") == INCONCLUSIVE  # [0.03, 0.13]
     assert decide(cost.disagreement(150.0, 100.0, 20.0), 0.10, "<=") == FAIL     # [0.3, 0.7]
     assert cost.worst([cost.disagreement(102.0, 100.0, 3.0), cost.disagreement(150.0, 100.0, 20.0)]).low == 0.3
+
+
+def test_inference_perfs_per_request_report_gives_each_requests_latencies() -> None:
+    from harness.criteria.inference.latency import per_request_samples
+    entries = [{"start_time": 1.0, "end_time": 1.5, "error": None, "computed_metrics": {
+                   "time_to_first_token": 0.04, "request_latency": 0.4, "inter_token_latencies": [0.01, 0.012]}},
+               {"start_time": 1.1, "end_time": 1.2, "error": {"error_type": "timeout"}, "computed_metrics": None}]
+    assert per_request_samples(entries) == {"ttft": (0.04,), "itl": (0.01, 0.012), "e2e": (0.4,)}
+    assert per_request_samples([]) == {}
