@@ -43,7 +43,7 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    kind: str = "exact"    # exact | percentile | mean | binomial | duration | index | batches | ratio | of:<statistic>
+    kind: str = "exact"    # exact | percentile | binomial | duration | batches | ratio | of:<statistic>
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
     q: float = 0.0         # the percentile (percentile); trials (binomial); whole (batches); samples before (ratio)
     spread: float = 0.0                   # resolution + lag of one duration (duration)
@@ -122,13 +122,7 @@ def _order_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
 
 def mean(samples: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
     """The mean of samples with a percentile-bootstrap interval (seeded: the same samples, the same interval)."""
-    data = tuple(float(s) for s in samples)
-    if not data:
-        raise ValueError("a mean of no samples")
-    point = statistics.fmean(data)
-    low, high = bootstrap(data, statistics.fmean, confidence)
-    return Estimate(point, min(low, point), max(high, point),
-                    f"mean of {len(data)} samples, {confidence:.0%} bootstrap interval", "mean", data)
+    return of_samples(samples, "mean", confidence)
 
 
 def bootstrap(data: Sequence[float], statistic: Callable[[Sequence[float]], float],
@@ -224,18 +218,6 @@ def duration(seconds: float, resolution_s: float = TIMESTAMP_RESOLUTION_S, lag_s
                     "duration", (float(seconds),), spread=spread)
 
 
-def index(windows: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
-    """An index computed per window (fairness over consecutive windows of the contended span): their mean with a
-    bootstrap interval over the windows. One window: exact, as far as it goes."""
-    data = tuple(float(w) for w in windows)
-    if not data:
-        raise ValueError("an index over no windows")
-    point = statistics.fmean(data)
-    low, high = bootstrap(data, statistics.fmean, confidence)
-    return Estimate(point, min(low, point), max(high, point),
-                    f"mean over {len(data)} windows, {confidence:.0%} bootstrap interval", "index", data)
-
-
 # Student's t, two-sided 95 %, by degrees of freedom (batches - 1): few batches, wide intervals
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -246,7 +228,7 @@ def batch_means(whole: float, batches: Sequence[float]) -> Estimate:
     over sqrt(k) as its standard error (Student's t, 95 %). Fewer than 2 batches: exact, as far as it goes."""
     data = tuple(float(b) for b in batches)
     if len(data) < 2:
-        return Estimate(whole, whole, whole, "one window: no spread to measure", "index", data)
+        return Estimate(whole, whole, whole, "one window: no spread to measure", "batches", data, whole)
     half = T95.get(len(data) - 1, 1.96) * statistics.stdev(data) / math.sqrt(len(data))
     return Estimate(whole, whole - half, whole + half,
                     f"over the whole window; 95 % interval from {len(data)} batch means ({', '.join(f'{b:.3g}' for b in data)})",
@@ -261,10 +243,6 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
         return replace(now, runs=runs)
     if now.kind == "percentile":
         pooled = percentile(before.samples + now.samples, now.q)
-    elif now.kind == "mean":
-        pooled = mean(before.samples + now.samples)
-    elif now.kind == "index":
-        pooled = index(before.samples + now.samples)
     elif now.kind.startswith("of:"):
         pooled = of_samples(before.samples + now.samples, now.kind[3:])
     elif now.kind == "ratio":

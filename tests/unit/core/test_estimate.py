@@ -55,10 +55,13 @@ def test_a_one_shot_duration_carries_its_timestamps_and_the_observation_lag() ->
     assert est.decide(est.duration(120.0, 1.0, 0.2), 30.0, "<=") == est.FAIL
 
 
-def test_an_index_over_windows_and_a_mean_are_bootstrapped_the_same_way_every_time() -> None:
-    jain = est.index([0.97, 0.99, 0.95, 0.98, 0.96])
-    assert jain.low <= jain.value <= jain.high and jain == est.index([0.97, 0.99, 0.95, 0.98, 0.96])
-    assert est.mean(TIGHT).high < 1.4
+def test_an_index_over_windows_gets_batch_means_and_a_mean_the_same_bootstrap_every_time() -> None:
+    jain = est.batch_means(0.97, [0.99, 0.95, 0.98, 0.96])
+    assert jain.low < 0.97 < jain.high and jain.high - jain.low == pytest.approx(2 * 3.182 * 0.01826 / 2, rel=0.01)
+    assert est.batch_means(0.9, [0.9]).width == 0
+    assert est.mean(TIGHT) == est.mean(TIGHT) and est.mean(TIGHT).high < 1.4
+    pooled = est.pool(jain, est.batch_means(0.95, [0.94, 0.96, 0.95, 0.95]))
+    assert pooled.value == pytest.approx(0.96) and pooled.runs == 2 and len(pooled.samples) == 8
 
 
 def test_pooling_runs_narrows_a_percentile_and_counts_runs() -> None:
