@@ -130,3 +130,25 @@ def test_a_designed_failure_is_told_in_the_words_of_its_design() -> None:
     recorded = load_record(RECORDS / "gang-schema3.json")
     recorded.designed = {"training.gang_admission [default]": "kube-scheduler binds a gang pod by pod"}
     assert "By design on the reference sim: kube-scheduler binds a gang pod by pod" in sections(recorded)
+
+
+def test_an_undecided_cell_reads_not_decided_with_its_interval_everywhere() -> None:
+    from harness.record.fit import UNDECIDED
+    from harness.record.verdict import verdicts
+    undecided = result("training.queue_fairness", "a", "INCONCLUSIVE")
+    undecided.evidence[0]["checks"][0].update(low=1.5, high=2.5, runs=3, verdict="INCONCLUSIVE", passed=False)
+    record = Record("r", "now", "0", "c", results=[result("training.gang_admission", "a", "PASS"), undecided,
+                                                   result("training.gang_admission", "b", "FAIL"), result(
+                                                       "training.queue_fairness", "b", "INCONCLUSIVE")])
+    got = {(f.scenario, f.backend): f for f in fits(record, SCENARIOS)}
+    assert got[("training", "a")].verdict == UNDECIDED and got[("training", "b")].verdict == NO_FIT
+    said = got[("training", "a")].findings[0].why
+    assert said == "not decided: x: 1 s [1.5, 2.5] over 3 runs (wanted <= 2 s)", said
+    counted = {v.backend: v for v in verdicts(record)}
+    assert counted["a"].counts["INCONCLUSIVE"] == 1 and counted["a"].failed[0].outcome == "INCONCLUSIVE"
+    shown = load_record(RECORDS / "gang-schema3.json")
+    template = next(r for r in shown.results if r.evidence)
+    shown.results.append(Result(undecided.nodeid, undecided.criterion, "a", "INCONCLUSIVE", "not decided", evidence=[
+        {**copy.deepcopy(template.evidence[0]), "checks": undecided.evidence[0]["checks"]}]))
+    html = sections(shown)
+    assert 'class="gp-INCONCLUSIVE"' in html and "not decided" in html and "[1.5, 2.5]" in html
