@@ -43,9 +43,9 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    kind: str = "exact"    # exact | percentile | binomial | duration | batches | ratio | of:<statistic>
+    kind: str = "exact"    # exact | percentile | binomial | duration | ratio | of:<statistic> (exact: not pooled)
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
-    q: float = 0.0         # the percentile (percentile); trials (binomial); whole (batches); samples before (ratio)
+    q: float = 0.0         # the percentile (percentile); trials (binomial); samples before (ratio)
     spread: float = 0.0                   # resolution + lag of one duration (duration)
     runs: int = 1
 
@@ -218,21 +218,17 @@ def duration(seconds: float, resolution_s: float = TIMESTAMP_RESOLUTION_S, lag_s
                     "duration", (float(seconds),), spread=spread)
 
 
-# Student's t, two-sided 95 %, by degrees of freedom (batches - 1): few batches, wide intervals
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def batch_means(whole: float, batches: Sequence[float]) -> Estimate:
-    """A value computed over a whole window (a fairness index over the contended span), with the interval the
-    method of batch means gives it: the same value computed over each of k consecutive sub-windows, their spread
-    over sqrt(k) as its standard error (Student's t, 95 %). Fewer than 2 batches: exact, as far as it goes."""
-    data = tuple(float(b) for b in batches)
-    if len(data) < 2:
-        return Estimate(whole, whole, whole, "one window: no spread to measure", "batches", data, whole)
-    half = T95.get(len(data) - 1, 1.96) * statistics.stdev(data) / math.sqrt(len(data))
-    return Estimate(whole, whole - half, whole + half,
-                    f"over the whole window; 95 % interval from {len(data)} batch means ({', '.join(f'{b:.3g}' for b in data)})",
-                    "batches", data, whole)
+def resampled(whole: float, groups: dict[str, list[float]], statistic: Callable[[dict[str, float]], float],
+              how: str, confidence: float = CONFIDENCE) -> Estimate:
+    """A value computed from groups' totals (each tenant's GPU-seconds, summed over its jobs), with the interval of a
+    stratified bootstrap: each group's items resampled within it, the statistic of the resampled totals."""
+    draw = random.Random(BOOTSTRAP_SEED)
+    items = sum(len(v) for v in groups.values())
+    values = sorted(statistic({g: sum(draw.choices(v, k=len(v))) if v else 0.0 for g, v in groups.items()})
+                    for _ in range(draws_for(items)))
+    tail = (1 - confidence) / 2
+    low, high = values[int(tail * (len(values) - 1))], values[int(math.ceil((1 - tail) * (len(values) - 1)))]
+    return Estimate(whole, min(low, whole), max(high, whole), how, "exact")
 
 
 def pool(before: Estimate, now: Estimate) -> Estimate:
@@ -249,8 +245,6 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
         split_before, split_now = int(before.q), int(now.q)
         pooled = ratio_of_medians(before.samples[:split_before] + now.samples[:split_now],
                                   before.samples[split_before:] + now.samples[split_now:])
-    elif now.kind == "batches":  # each run's whole-window value, weighted alike; the batches of all runs
-        pooled = batch_means((before.q * before.runs + now.q * now.runs) / runs, before.samples + now.samples)
     elif now.kind == "binomial":
         pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
                         int(before.q + now.q))

@@ -117,8 +117,8 @@ def expect_shares(ev: Evidence, intervals: list[fairness.Interval], window: tupl
             + ", ".join(f"{t} {measured[t]:.3f} (configured {expected[t]:.3f})" for t in names))
     ev.series["shares"] = {f"share {t}": s for t, s in
                            fairness.share_series(intervals, window, names, CHART_STEP_S).items()}
-    ev.expect("min_jain_index", fairness.over_batches(intervals, window, expected, fairness.jain_index))
-    ev.expect("max_share_deviation", fairness.over_batches(intervals, window, expected, fairness.max_deviation))
+    ev.expect("min_jain_index", fairness.with_interval(intervals, window, expected, fairness.jain_index))
+    ev.expect("max_share_deviation", fairness.with_interval(intervals, window, expected, fairness.max_deviation))
 
 
 @dataclass(frozen=True)

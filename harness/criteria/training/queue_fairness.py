@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.core.estimate import Estimate, batch_means
+from harness.core.estimate import Estimate, resampled
 from harness.criteria import AT_LEAST, AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -71,19 +71,20 @@ def max_deviation(measured: dict[str, float], expected: dict[str, float]) -> flo
     return max(abs(measured.get(t, 0.0) - expected[t]) for t in expected)
 
 
-BATCHES = 4  # sub-windows of the contended window: the spread of a fairness index over them is its uncertainty
-
-
-def over_batches(intervals: list[Interval], window: tuple[float, float], expected: dict[str, float],
-                 index: Callable[[dict[str, float], dict[str, float]], float], batches: int = BATCHES) -> Estimate:
-    """Pure: `index` (jain_index, max_deviation) of the tenants' shares over the whole window, with its interval
-    from the same index over `batches` consecutive sub-windows (estimate.batch_means)."""
+def with_interval(intervals: list[Interval], window: tuple[float, float], expected: dict[str, float],
+                  index: Callable[[dict[str, float], dict[str, float]], float]) -> Estimate:
+    """Pure: `index` (jain_index, max_deviation) of the tenants' shares over the whole window, with its interval from
+    a bootstrap over the jobs each tenant ran in it (stratified: each tenant's own jobs resampled, its count kept;
+    a job cut by the window's ends weighs what it held inside it)."""
     names = list(expected)
-    whole = index(shares(gpu_seconds(intervals, window), names), expected)
-    step = (window[1] - window[0]) / batches
-    parts = [index(shares(gpu_seconds(intervals, (window[0] + i * step, window[0] + (i + 1) * step)), names), expected)
-             for i in range(batches)] if step > 0 else []
-    return batch_means(whole, parts).rounded(4)
+    inside = [iv for iv in intervals if iv.end > window[0] and iv.start < window[1]]
+    whole = index(shares(gpu_seconds(inside, window), names), expected)
+    held: dict[str, list[float]] = {t: [] for t in names}
+    for tenant, seconds in ((iv.tenant, gpu_seconds([iv], window).get(iv.tenant, 0.0)) for iv in inside):
+        held.setdefault(tenant, []).append(seconds)
+    return resampled(whole, held, lambda totals: index(shares(totals, names), expected),
+                     f"{index.__name__} over the window, 95 % bootstrap over the jobs of each tenant "
+                     f"({', '.join(f'{t} {len(v)}' for t, v in held.items())})").rounded(4)
 
 
 def contended_window(pending_since: dict[str, float], drained_at: dict[str, float]) -> tuple[float, float]:

@@ -55,13 +55,17 @@ def test_a_one_shot_duration_carries_its_timestamps_and_the_observation_lag() ->
     assert est.decide(est.duration(120.0, 1.0, 0.2), 30.0, "<=") == est.FAIL
 
 
-def test_an_index_over_windows_gets_batch_means_and_a_mean_the_same_bootstrap_every_time() -> None:
-    jain = est.batch_means(0.97, [0.99, 0.95, 0.98, 0.96])
-    assert jain.low < 0.97 < jain.high and jain.high - jain.low == pytest.approx(2 * 3.182 * 0.01826 / 2, rel=0.01)
-    assert est.batch_means(0.9, [0.9]).width == 0
+def test_a_fairness_index_gets_a_bootstrap_over_each_tenants_jobs_the_same_every_time() -> None:
+    from harness.criteria.training import queue_fairness as fairness
+    expected = {"a": 0.75, "b": 0.25}
+    jobs = [fairness.Interval("a", t, t + 5, 4) for t in range(0, 60, 2)] + [
+        fairness.Interval("b", t, t + 5, 4) for t in range(1, 60, 6)]  # 30 and 10 jobs: a 0.75 / 0.25 split
+    jain = fairness.with_interval(jobs, (3.0, 57.0), expected, fairness.jain_index)
+    assert jain.low <= jain.value <= jain.high and est.decide(jain, 0.95, ">=") == est.PASS
+    assert jain == fairness.with_interval(jobs, (3.0, 57.0), expected, fairness.jain_index)
+    even = fairness.with_interval(jobs, (3.0, 57.0), {"a": 0.5, "b": 0.5}, fairness.max_deviation)
+    assert est.decide(even, 0.10, "<=") == est.FAIL and "a 29, b 10" in even.how
     assert est.mean(TIGHT) == est.mean(TIGHT) and est.mean(TIGHT).high < 1.4
-    pooled = est.pool(jain, est.batch_means(0.95, [0.94, 0.96, 0.95, 0.95]))
-    assert pooled.value == pytest.approx(0.96) and pooled.runs == 2 and len(pooled.samples) == 8
 
 
 def test_pooling_runs_narrows_a_percentile_and_counts_runs() -> None:
