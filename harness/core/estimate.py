@@ -54,7 +54,7 @@ class Estimate:
         return self.high - self.low
 
     def describe(self, unit: str = "") -> str:
-        if self.kind == "exact" or self.width == 0:
+        if self.width == 0:
             return f"{self.value:g}{unit}"
         return f"{self.value:g}{unit} [{self.low:g}, {self.high:g}]"
 
@@ -213,9 +213,10 @@ def duration(seconds: float, resolution_s: float = TIMESTAMP_RESOLUTION_S, lag_s
     seen by a harness that observes `lag_s` late: it may have been up to a resolution shorter or longer, and
     shorter by the lag."""
     spread = resolution_s + lag_s
+    clock = f"timestamps of {resolution_s:g} s" if resolution_s else "the harness's clock"
     return Estimate(seconds, max(0.0, seconds - spread), seconds + resolution_s,
-                    f"one measurement, timestamps of {resolution_s:g} s, observation lag {lag_s:.3g} s",
-                    "duration", (float(seconds),), spread=spread)
+                    f"one measurement, {clock}, observation lag {lag_s:.3g} s", "duration", (float(seconds),),
+                    spread=spread)
 
 
 def resampled(whole: float, groups: dict[str, list[float]], statistic: Callable[[dict[str, float]], float],
