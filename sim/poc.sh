@@ -38,11 +38,15 @@ real_nodes() {
   "${env[@]}" "${PYTHON:-python3}" -m harness.cli sim down > /dev/null 2>&1
   return "$code"
 }
+# While the four parts' sims run, the real-node part's quiet cases wait (their steps would time the parts' load).
+echo "make poc's side-by-side parts are running" > "$GPUPOC_HOST_LOCK.busy"
+trap 'rm -f "$GPUPOC_HOST_LOCK.busy"' EXIT
 real_nodes &
 real_pid=$!
 
 gpupoc run --run-id "$run_id" --side-by-side ${GPUPOC_POC_PARTS:-} -- -q -rfEs
 status=$?
+rm -f "$GPUPOC_HOST_LOCK.busy"
 wait "$real_pid"
 real_status=$?
 [ -f "reports/$run_id/record.json" ] && [ -f "reports/$real_id/record.json" ] || exit 2

@@ -4,8 +4,9 @@ times, the isolation boundary) waits for the running cases of every other run on
 back, and runs alone. A turnstile keeps a waiting quiet case from being overtaken.
 
 Off unless GPUPOC_HOST_LOCK names a lock file: `make poc` sets it for its side-by-side parts and its real-node part
-(sim/poc.sh); a single run on a cluster needs none. The project's own tests use the same locks between their
-xdist workers (tests/heavy.py).
+(sim/poc.sh); a single run on a cluster needs none. While the file beside it, `<lock>.busy`, exists (make poc's
+four sims run: their controllers load the host even between cases), a quiet case waits for it to go first, up to
+QUIET_WAIT_S. The project's own tests use the same locks between their xdist workers (tests/heavy.py).
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.core import progress
+
 HOST_LOCK_ENV = "GPUPOC_HOST_LOCK"
 QUIET_MARK = "quiet"
+QUIET_WAIT_S = 1800.0  # the longest a quiet case waits for the host's other load to end; then it runs, and says so
+POLL_S = 2.0
 
 
 @contextlib.contextmanager
@@ -45,5 +51,21 @@ def case_on_the_host(item: pytest.Item) -> Iterator[None]:
     if not named:
         yield
         return
-    with sharing(Path(named), item.get_closest_marker(QUIET_MARK) is not None):
+    quiet = item.get_closest_marker(QUIET_MARK) is not None
+    if quiet:
+        wait_while_busy(Path(named + ".busy"), item.nodeid)
+    with sharing(Path(named), quiet):
         yield
+
+
+def wait_while_busy(busy: Path, nodeid: str, timeout_s: float = QUIET_WAIT_S) -> None:
+    """Until the marker of other load on the host is gone (a quiet case measures the host's CPU)."""
+    if not busy.exists():
+        return
+    progress.say(f"gpupoc: {nodeid} waits for a quiet host ({busy.read_text().strip() or busy})")
+    deadline = time.monotonic() + timeout_s
+    while busy.exists() and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    if busy.exists():
+        progress.say(f"gpupoc: {nodeid}: the host was still busy after {timeout_s:.0f}s ({busy}); measuring anyway, "
+                     "its evidence shows the load")

@@ -98,6 +98,17 @@ def disagreement(measured: float, reference: float, resolution: float) -> Estima
                     f"within the sources' resolution {resolution:.4g} GPU-h", "exact").rounded(4)
 
 
+def too_coarse(found: Estimate, threshold: float) -> str:
+    """Pure: why the sources' resolution cannot show agreement within `threshold` ('' where it can): the interval
+    straddles the threshold and the resolution alone is wider than it, so no run at this resolution decides."""
+    resolution = found.high - found.value
+    if found.low <= threshold < found.high and resolution > threshold:
+        return (f"the sources' resolution (±{resolution:.0%} of the GPU-hours) is wider than the {threshold:.0%} "
+                f"allowed: measured {found.value:.1%} [{found.low:.1%}, {found.high:.1%}]; a finer scrape interval "
+                "or longer jobs make it checkable")
+    return ""
+
+
 def worst(found: list[Estimate]) -> Estimate | None:
     """Pure: the largest of several disagreements: each end the largest of theirs."""
     if not found:

@@ -160,3 +160,10 @@ def test_inference_perfs_per_request_report_gives_each_requests_latencies() -> N
                {"start_time": 1.1, "end_time": 1.2, "error": {"error_type": "timeout"}, "computed_metrics": None}]
     assert per_request_samples(entries) == {"ttft": (0.04,), "itl": (0.01, 0.012), "e2e": (0.4,)}
     assert per_request_samples([]) == {}
+
+
+def test_a_disagreement_the_resolution_cannot_decide_is_not_checked() -> None:
+    coarse = cost.disagreement(108.5, 100.0, 21.0)  # 0.085 [0, 0.295]: no run at this resolution decides 0.10
+    assert "wider than the 10% allowed" in cost.too_coarse(coarse, 0.10)
+    assert cost.too_coarse(cost.disagreement(108.0, 100.0, 5.0), 0.10) == ""  # undecided, but a run may decide
+    assert cost.too_coarse(cost.disagreement(250.0, 100.0, 21.0), 0.10) == ""  # FAIL whatever the resolution
