@@ -28,7 +28,7 @@ REAL_NODE_CASES=(suites/training/test_gang_admission.py suites/training/test_fai
 real_nodes() {
   local home=${GPUPOC_HOME:-$HOME/.cache/gpupoc}
   local env=(env GPUPOC_HOME="$home/parts/real-nodes" GPUPOC_BUILD_HOME="${GPUPOC_BUILD_HOME:-$home}"
-             GPUPOC_SIM_PORT_BASE=20000 GPUPOC_SIM_SCHEDULERS=kueue)
+             GPUPOC_SIM_PORT_BASE=20000 GPUPOC_SIM_SCHEDULERS=kueue GPUPOC_QUIET_AFTER="$GPUPOC_HOST_LOCK.busy")
   mkdir -p reports
   "${env[@]}" "${PYTHON:-python3}" -m harness.cli sim up --nodes 1 --real-nodes 2 --gpus-per-node 4 \
     > "reports/$real_id.sim-up.log" 2>&1 || { echo "[real-nodes] sim up failed: reports/$real_id.sim-up.log"; return 2; }
@@ -38,7 +38,8 @@ real_nodes() {
   "${env[@]}" "${PYTHON:-python3}" -m harness.cli sim down > /dev/null 2>&1
   return "$code"
 }
-# While the four parts' sims run, the real-node part's quiet cases wait (their steps would time the parts' load).
+# While the four parts' sims run, the real-node part's quiet cases wait (their steps would time the parts' load):
+# GPUPOC_QUIET_AFTER names this marker for that part only.
 echo "make poc's side-by-side parts are running" > "$GPUPOC_HOST_LOCK.busy"
 trap 'rm -f "$GPUPOC_HOST_LOCK.busy"' EXIT
 real_nodes &

@@ -4,9 +4,10 @@ times, the isolation boundary) waits for the running cases of every other run on
 back, and runs alone. A turnstile keeps a waiting quiet case from being overtaken.
 
 Off unless GPUPOC_HOST_LOCK names a lock file: `make poc` sets it for its side-by-side parts and its real-node part
-(sim/poc.sh); a single run on a cluster needs none. While the file beside it, `<lock>.busy`, exists (make poc's
-four sims run: their controllers load the host even between cases), a quiet case waits for it to go first, up to
-QUIET_WAIT_S. The project's own tests use the same locks between their xdist workers (tests/heavy.py).
+(sim/poc.sh); a single run on a cluster needs none. A run given GPUPOC_QUIET_AFTER (make poc's real-node part) has
+its quiet cases wait, up to QUIET_WAIT_S, while the file it names exists (make poc's four sims run: their controllers
+load the host even between cases). The project's own tests use the same locks between their xdist workers
+(tests/heavy.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from harness.core import progress
 
 HOST_LOCK_ENV = "GPUPOC_HOST_LOCK"
+QUIET_AFTER_ENV = "GPUPOC_QUIET_AFTER"
 QUIET_MARK = "quiet"
 QUIET_WAIT_S = 1800.0  # the longest a quiet case waits for the host's other load to end; then it runs, and says so
 POLL_S = 2.0
@@ -52,8 +54,9 @@ def case_on_the_host(item: pytest.Item) -> Iterator[None]:
         yield
         return
     quiet = item.get_closest_marker(QUIET_MARK) is not None
-    if quiet:
-        wait_while_busy(Path(named + ".busy"), item.nodeid)
+    after = os.environ.get(QUIET_AFTER_ENV)
+    if quiet and after:
+        wait_while_busy(Path(after), item.nodeid)
     with sharing(Path(named), quiet):
         yield
 

@@ -43,9 +43,9 @@ from harness.core.timeline import running_intervals
 from suites.training.common import (attach_timeline, bound_pods, first_seen, gpu_nodes, require,
                                     wait_until_a_tenant_has_none_waiting)
 
-OVERSUBSCRIPTION = 8   # the first tenant alone asks for this many times the cluster: a contended window long
-# enough (about 40 s) that where its 5-s jobs are cut by its ends moves the shares by a few hundredths, not 0.1
-LATE_OVERSUBSCRIPTION = 16  # each late tenant: a backlog larger than what the first tenant has left waiting
+OVERSUBSCRIPTION = 6   # the first tenant alone asks for this many times the cluster: a contended window long
+# enough (about 30 s) that where its 5-s jobs are cut by its ends moves the shares by a few hundredths, not 0.1
+LATE_OVERSUBSCRIPTION = 12  # each late tenant: a backlog larger than what the first tenant has left waiting
 JOB_RUN_S = 5.0
 CHART_STEP_S = 1.0
 RANKING_PERIODS = 4  # a ranking scheduler's contention lasts this many of its ranking periods: each ranking
