@@ -57,10 +57,12 @@ def delete_namespace(core: client.CoreV1Api, name: str, timeout_s: float) -> str
 
 
 def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
-          say: Callable[[str], None] = print) -> list[str]:
-    """Delete every namespace and cluster-scoped object gpupoc labelled (of one run, or of all); return leftovers."""
+          say: Callable[[str], None] = print, namespaces_by: client.ApiClient | None = None) -> list[str]:
+    """Delete every namespace and cluster-scoped object gpupoc labelled (of one run, or of all); return leftovers.
+    `namespaces_by`: who deletes the labelled namespaces, where they were made by another identity than `api`'s
+    (on the sim, the admin makes the project's tests' namespaces; no case of the suites makes one)."""
     selector = f"{MANAGED_LABEL}={MANAGER},{RUN_LABEL}" + (f"={run_id}" if run_id else "")  # never the queue model
-    core = client.CoreV1Api(api)
+    core = client.CoreV1Api(namespaces_by or api)
     namespaces = [n.metadata.name for n in core.list_namespace(label_selector=selector).items]
     dynamic = DynamicClient(api)
     for api_version, kind in NAMESPACED + CLUSTER_SCOPED:

@@ -73,9 +73,11 @@ def prometheus(target: Target) -> Prometheus:
 
 
 @pytest.fixture()
-def namespace(api: client.ApiClient, gpupoc_config: RunConfig, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace labelled with the run and the test, deleted at teardown within the cleanup timeout."""
-    core = client.CoreV1Api(api)
+def namespace(target: Target, gpupoc_config: RunConfig, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace labelled with the run and the test, deleted at teardown within the cleanup timeout. Made by the
+    target's admin where the runner has an identity of its own (no case of the suites asks for one: the project's
+    own tests do)."""
+    core = client.CoreV1Api(target.admin_api)
     name = new_namespace(core, gpupoc_config.run_id, request.node.nodeid)
     yield name
     record.remember_secrets(request.config, core, name)

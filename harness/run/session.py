@@ -122,7 +122,7 @@ def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None
         pytest.exit(f"gpupoc: {exc}", returncode=EXIT_LOCKED)
     config.stash[LOCK_KEY] = lock
     if lock.owned:  # this run holds the cluster: what gpupoc objects remain belong to runs that died
-        stale = sweep(target.api, None, SWEEP_TIMEOUT_S, say=lambda _: None)
+        stale = sweep(target.api, None, SWEEP_TIMEOUT_S, say=lambda _: None, namespaces_by=target.admin)
         if stale:
             writer.line(f"gpupoc: what earlier runs left is still there: {'; '.join(stale)}", yellow=True)
 
@@ -181,7 +181,7 @@ def end_of_run(session: pytest.Session) -> None:
     lock = session.config.stash.get(LOCK_KEY, None)
     try:
         try:
-            leftovers = sweep(target.api, cfg.run_id, SWEEP_TIMEOUT_S, say=lambda _: None)
+            leftovers = sweep(target.api, cfg.run_id, SWEEP_TIMEOUT_S, say=lambda _: None, namespaces_by=target.admin)
         except (client.ApiException, HarnessError, OSError) as exc:
             leftovers = [f"sweep of run {cfg.run_id} failed: {exc}; `gpupoc clean --run-id {cfg.run_id}` removes it"]
         for line in leftovers:

@@ -46,13 +46,20 @@ def without(docs: list[dict[str, Any]], dropped: Sequence[str]) -> list[dict[str
 
 
 def runner_client(admin: client.ApiClient, profile: Profile, lock: tuple[str, str] | None,
-                  dropped: Sequence[str] = (), account: str = RUNNER_ACCOUNT) -> client.ApiClient:
-    """The runner's client on the sim: its role applied (its tenants' namespaces made where missing), its token."""
+                  dropped: Sequence[str] = (), account: str = RUNNER_ACCOUNT,
+                  make_namespaces: bool = True) -> client.ApiClient:
+    """The runner's client on the sim: its role applied, its token. `make_namespaces`: the tenants' namespaces are
+    made where missing (the reference queue model would make them next); else a namespace the profile names but the
+    cluster lacks gets no Role here and is the preflight's to name (--queue-model keep)."""
     core = client.CoreV1Api(admin)
     existing = {n.metadata.name for n in core.list_namespace().items}
-    for namespace in sorted({ns for t in profile.tenants for ns in (t.namespace, t.inference_namespace)} - existing):
+    wanted = {ns for t in profile.tenants for ns in (t.namespace, t.inference_namespace)}
+    for namespace in sorted(wanted - existing) if make_namespaces else []:
         core.create_namespace({"metadata": {"name": namespace}})  # the queue model labels and fills it
-    rbac.apply(admin, account, without(rbac.runner_manifests(profile, account, lock), dropped))
+        existing.add(namespace)
+    docs = without(rbac.runner_manifests(profile, account, lock), dropped)
+    rbac.apply(admin, account, [d for d in docs if d["metadata"].get("namespace", account.split("/")[0]) in existing
+                                or "namespace" not in d["metadata"]])
     namespace, name = account.split("/", 1)
     token = core.create_namespaced_service_account_token(name, namespace, client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS))).status.token

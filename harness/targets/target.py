@@ -126,7 +126,8 @@ def connect(cfg: RunConfig) -> Target:
     timeouts = cfg.profile.timeouts  # the probe above fails fast; from here on every request goes through the seam
     admin = None
     if kind == "sim" and cfg.as_runner:
-        admin, api = api, runner_client(api, cfg.profile, cfg.run_lock, _csv_env(ROLE_DROP_ENV))
+        admin, api = api, runner_client(api, cfg.profile, cfg.run_lock, _csv_env(ROLE_DROP_ENV),
+                                        make_namespaces=cfg.apply_queue_model)
     seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if features_of(kind, context).own_processes else None)
     return Target(kind, context, seam.api, prometheus, str(version), seam, started, admin)

@@ -21,7 +21,7 @@ from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.config.options import RunConfig
 from harness.criteria.governance import quota
-from harness.criteria.governance.quota import CRITERION
+from harness.criteria.governance.quota import CRITERION, HOLD_PAST_S
 from harness.jobs.system import JobSystem
 from harness.cluster.manifests import dressed, labelled
 from harness.config.workloads import TRAIN_CONTAINER
@@ -51,7 +51,7 @@ def run_quota(api: client.ApiClient, workloads: JobSystem, profile: Profile, ev:
                                    profile.timeouts.admit)
     ev.expect("admit_within_s", round(took, 3))
     submit_and_wait_running(workloads, borrowing, f"{tenant.name} holds its limit", profile.timeouts.admit)
-    window = profile.threshold(CRITERION.id, "held_for_s")
+    window = profile.threshold(CRITERION.id, "held_for_s") + HOLD_PAST_S
     submitted = time.time()
     workloads.submit(beyond)
     started_at = started_within(workloads, [beyond], f"{beyond.name} stays held", window)

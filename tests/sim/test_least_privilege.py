@@ -75,6 +75,7 @@ def runner(sim_api: client.ApiClient, queue_model: Profile, tmp_path_factory: py
     yield Runner(path, token, docs)
     rbac.remove(sim_api, ACCOUNT, docs)
     client.CoreV1Api(sim_api).delete_namespace(namespace)
+    runner_client(sim_api, queue_model, LOCK)  # the roles are shared by name: the session's own runner's back
 
 
 def as_runner(runner: Runner, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -100,9 +100,10 @@ def disagreement(measured: float, reference: float, resolution: float) -> Estima
 
 def too_coarse(found: Estimate, threshold: float) -> str:
     """Pure: why the sources' resolution cannot show agreement within `threshold` ('' where it can): the interval
-    straddles the threshold and the resolution alone is wider than it, so no run at this resolution decides."""
-    resolution = found.high - found.value
-    if found.low <= threshold < found.high and resolution > threshold:
+    straddles the threshold and is wider than the threshold itself, so at this resolution the measurement cannot
+    tell agreement from a disagreement of the whole threshold."""
+    resolution = (found.high - found.low) / 2
+    if found.low <= threshold < found.high and found.high - found.low > threshold:
         return (f"the sources' resolution (±{resolution:.0%} of the GPU-hours) is wider than the {threshold:.0%} "
                 f"allowed: measured {found.value:.1%} [{found.low:.1%}, {found.high:.1%}]; a finer scrape interval "
                 "or longer jobs make it checkable")

@@ -33,6 +33,10 @@ def peak_gpus(intervals: list[Interval]) -> int:
     return peak
 
 
+HOLD_PAST_S = 1.0  # a hold is watched this long past its threshold: its end, seen up to the observation lag late,
+# then decides (watched to the threshold exactly, the interval always straddles it)
+
+
 def held_for(submitted_at: float, started_at: float | None, window_end: float) -> float:
     """How long a job stayed held: until it started, or the whole window when it never did."""
     return max(0.0, (started_at if started_at is not None else window_end) - submitted_at)

@@ -8,12 +8,14 @@ import re
 from harness.core.paths import REPO_ROOT
 
 ADMIN_STEPS = {
-    "harness/run/session.py": "the reference queue model, applied before the cases (--queue-model apply)",
+    "harness/run/session.py": "the reference queue model, applied before the cases (--queue-model apply); the sweep "
+                              "deleting the namespaces the project's tests made",
     "harness/scenarios/scale.py": "the scale suite's simulated nodes added and removed, its queue model at size",
     "harness/cli/cluster.py": "gpupoc setup, clean and rbac --apply: an admin's commands",
+    "harness/run/fixtures.py": "the per-test namespace of the project's own tests (no case of the suites asks for one)",
     "suites/operations/test_multicluster.py": "MultiKueue's join of the case's worker sims (and its undoing)",
 }
-USES = re.compile(r"\.admin_api\b|\.as_admin\(\)|connect_to\([^)]*admin=True")
+USES = re.compile(r"\.admin_api\b|\.admin\b(?! is)|\.as_admin\(\)|connect_to\([^)]*admin=True")
 
 
 def test_only_the_listed_places_act_as_the_sims_admin() -> None:
