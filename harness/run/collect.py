@@ -124,7 +124,8 @@ def all_secrets(config: pytest.Config, target: Target | None) -> tuple[str, ...]
     """Every value to redact: the runner's credentials, its kubeconfig's, secret-named environment variables, and
     the Secrets of the namespaces the run used."""
     remembered: set[str] = config.stash.get(SECRETS_KEY, set())
-    found = (known_secrets(target.api) if target else ()) + environment_secrets(dict(os.environ)) + tuple(remembered)
+    held = (known_secrets(target.api) + known_secrets(target.admin)) if target else ()  # the runner's, the admin's
+    found = held + environment_secrets(dict(os.environ)) + tuple(remembered)
     kubeconfig = target.seam.kubeconfig if target else None
     if kubeconfig is not None:
         try:

@@ -150,7 +150,8 @@ def test_leaks(api, namespace):
     print(open({str(cluster.layout().kubeconfig)!r}).read())
     assert False, "token: " + {admin_token!r} + " password: {planted}"
 """)
-    pytest_run(tmp_path, "-p", "harness.plugin", "--run-id=leaky", "test_leaky.py", cwd=tmp_path)
+    # as the sim's admin: planting a Secret is no part of the runner's role
+    pytest_run(tmp_path, "-p", "harness.plugin", "--run-id=leaky", "--identity=admin", "test_leaky.py", cwd=tmp_path)
     written = {p.name: p.read_text() for p in (tmp_path / "leaky").iterdir()}
     assert set(written) == {"record.json", "record.html", "junit.xml", "requests.json"}
     for name, text in written.items():

@@ -8,6 +8,7 @@ naming it, not a FAIL. The in-cluster loader, pointed at the ServiceAccount's to
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -79,8 +80,11 @@ def runner(sim_api: client.ApiClient, queue_model: Profile, tmp_path_factory: py
 
 
 def as_runner(runner: Runner, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args, f"--kubeconfig={runner.kubeconfig}",
-                           "--queue-model=keep", f"--prometheus-url={cluster.prometheus_url()}"],
+    """A gpupoc command as the runner: its options before any `--` (what follows is pytest's), so that `gpupoc run`
+    itself meets the cluster as the runner, not the sim as its own."""
+    own = [f"--kubeconfig={runner.kubeconfig}", "--queue-model=keep", f"--prometheus-url={cluster.prometheus_url()}"]
+    split = args.index("--") if "--" in args else len(args)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args[:split], *own, *args[split:]],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -90,6 +94,7 @@ def test_one_case_per_mechanism_as_the_least_privileged_runner(runner: Runner, t
     assert "permissions the suites use" in preflight.stdout and "MISSING" not in preflight.stdout, preflight.stdout
     result = as_runner(runner, "run", f"--backends={MECHANISMS}", "--run-id=least-privilege",
                        f"--reports-dir={tmp_path}", "--", *CASES, "-q", "-p", "no:cacheprovider")
+    assert (tmp_path / "least-privilege" / "record.json").exists(), result.stdout[-3000:] + result.stderr[-2000:]
     record = load_record(tmp_path / "least-privilege" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
     assert not unexpected(outcomes, load_expected()), "\n".join(
@@ -220,8 +225,8 @@ def test_on_the_sim_the_run_is_the_runner_and_a_role_one_verb_short_stops_it(
         runner = runner_client(sim_api, queue_model, LOCK, dropped=["watch batch/jobs"])
         with pytest.raises(client.ApiException) as refused:
             client.BatchV1Api(runner).list_namespaced_job(tenant, watch=True, timeout_seconds=1)
-        assert refused.value.status == 403 and 'cannot watch resource "jobs" in API group "batch"' in str(
-            refused.value.body), refused.value.body
+        said = json.loads(refused.value.body)["message"]
+        assert refused.value.status == 403 and 'cannot watch resource "jobs" in API group "batch"' in said, said
         whoami = client.AuthenticationV1Api(runner).create_self_subject_review({})
         assert whoami.status.user_info.username == f"system:serviceaccount:{RUNNER_ACCOUNT.replace('/', ':')}"
     finally:
