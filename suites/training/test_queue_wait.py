@@ -28,9 +28,9 @@ from harness.core.timeline import MEMBER_KIND
 from harness.jobs.system import JobSystem
 from suites.training.common import attach_timeline, first_seen, gpu_nodes, require, state_is
 
-JOB_RUN_S = 6.0  # each queue's 6 waits are 6 s apart where it admits one job at a time: its p95's interval (the 4th to
-# the 6th of them, estimate.percentile) then lies past a threshold the reference queues' waits stay under
-WAVES = 3  # each queue submits this many times what the cluster holds at once
+JOB_RUN_S = 4.0
+WAVES = 6  # each queue submits this many times what the cluster holds at once: 12 waits a queue, so that its p95's
+# interval (the 10th to the 12th of them, estimate.percentile) is narrow enough to decide (6 left the 4th to the 6th)
 
 
 def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: float, timeout_s: float,

@@ -165,9 +165,10 @@ def test_queue_wait_fails_when_the_queues_admit_one_job_at_a_time(
     assert f"(wanted <= {QUEUE_WAIT_P95_S} s)" in result.stdout
 
 
-# With 6-s jobs the reference queues' waits on volcano reach about 17 s (their p95's interval ends at the longest);
-# queues capped at a node admit one at a time, 6 s apart: the 4th of 6 waits, where the interval starts, about 24 s
-QUEUE_WAIT_P95_S = 21
+# The reference queues' 12 waits a queue on volcano reach about 26 s (team-b's, with a quarter of the cluster; the
+# p95's interval ends at the longest); queues capped at a node admit one job at a time, 4 s apart: the 10th of 12 waits,
+# where the interval starts, about 40 s
+QUEUE_WAIT_P95_S = 33
 
 
 def queue_wait_threshold(data: dict[str, object]) -> None:

@@ -1,4 +1,4 @@
-"""The admin's client is for what belongs to the sim itself, never a case's measurement: every place that takes it
+"""The admin's client is for what belongs to the sim itself, never a case's measurement: every place that touches it
 is listed here with what it does (a new one fails this test until it is listed and justified)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ ADMIN_STEPS = {
                               "deleting the namespaces the project's tests made",
     "harness/scenarios/scale.py": "the scale suite's simulated nodes added and removed, its queue model at size",
     "harness/cli/cluster.py": "gpupoc setup, clean and rbac --apply: an admin's commands",
+    "harness/run/collect.py": "reads the admin's credentials only to redact them wherever they would appear",
     "harness/run/fixtures.py": "the per-test namespace of the project's own tests (no case of the suites asks for one)",
     "suites/operations/test_multicluster.py": "MultiKueue's join of the case's worker sims (and its undoing)",
 }
