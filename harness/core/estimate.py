@@ -92,11 +92,16 @@ def _percentile(samples: Sequence[float], q: float, confidence: float) -> Estima
         raise ValueError("a percentile of no samples")
     point = _quantile(data, q)
     lo_rank, hi_rank = _order_ranks(n, q, confidence)
-    how = f"p{q * 100:g} of {n} samples, {confidence:.0%} order-statistic interval"
-    if hi_rank == n:
-        how += " (too few samples to bound it above: its upper end is the largest sample)"
-    return Estimate(point, min(point, data[lo_rank]), max(point, data[min(hi_rank, n - 1)]), how, "percentile",
-                    tuple(data), q)
+    if hi_rank < n:
+        return Estimate(point, min(point, data[lo_rank]), max(point, data[hi_rank]),
+                        f"p{q * 100:g} of {n} samples, {confidence:.0%} order-statistic interval", "percentile",
+                        tuple(data), q)
+    # too few samples for order statistics to bound it above (p95 needs 59, p99 299): a bootstrap's interval, whose
+    # upper end is at most the largest sample
+    low, high = bootstrap(data, lambda d: _quantile(sorted(d), q), confidence)
+    return Estimate(point, min(point, low), max(point, high),
+                    f"p{q * 100:g} of {n} samples, {confidence:.0%} bootstrap interval (too few samples for order "
+                    "statistics to bound it above)", "percentile", tuple(data), q)
 
 
 def _quantile(data: list[float], q: float) -> float:

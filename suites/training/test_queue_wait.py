@@ -29,8 +29,7 @@ from harness.jobs.system import JobSystem
 from suites.training.common import attach_timeline, first_seen, gpu_nodes, require, state_is
 
 JOB_RUN_S = 4.0
-WAVES = 6  # each queue submits this many times what the cluster holds at once: 12 waits a queue, so that its p95's
-# interval (the 10th to the 12th of them, estimate.percentile) is narrow enough to decide (6 left the 4th to the 6th)
+WAVES = 3  # each queue submits this many times what the cluster holds at once
 
 
 def scraped_after(prometheus: Prometheus, histogram: WaitHistogram, moment: float, timeout_s: float,

@@ -160,15 +160,15 @@ def test_queue_wait_fails_when_the_queues_admit_one_job_at_a_time(
     (tests/suites/test_training_scenarios.py, and the positive control here)."""
     result = suite("test_queue_wait.py", "--backends=volcano", "--queue-model=keep",
                    f"--profile={profile_variant(tmp_path, queue_wait_threshold)}")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.queue_wait [volcano]: measured p95_s[team-" in result.stdout
-    assert f"(wanted <= {QUEUE_WAIT_P95_S} s)" in result.stdout
+    assert "1 failed" in result.stdout, result.stdout[-3000:]  # FAIL, or INCONCLUSIVE: never passed
+    # A known gap (issue 40): a queue's 6 waits bound its p95 only from the 4th of them, which the capped queues'
+    # waits (4 s apart) put near the threshold: the verdict may be FAIL or not decided; the measured p95 is past it.
+    found = re.search(r"training\.queue_wait \[volcano\]: (?:not decided: )?measured p95_s\[team-\w\]: ([\d.]+) s", result.stdout)
+    assert found and float(found.group(1)) > QUEUE_WAIT_P95_S, result.stdout[-3000:]
+    assert f"(wanted <= {QUEUE_WAIT_P95_S} s" in result.stdout
 
 
-# The reference queues' 12 waits a queue on volcano reach about 26 s (team-b's, with a quarter of the cluster; the
-# p95's interval ends at the longest); queues capped at a node admit one job at a time, 4 s apart: the 10th of 12 waits,
-# where the interval starts, about 40 s
-QUEUE_WAIT_P95_S = 33
+QUEUE_WAIT_P95_S = 17  # the reference queues measure about 11-15 s on volcano, queues capped at a node about 24 s
 
 
 def queue_wait_threshold(data: dict[str, object]) -> None:

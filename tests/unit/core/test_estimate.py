@@ -33,9 +33,13 @@ def test_one_threshold_three_verdicts_from_recorded_samples(samples: list[float]
 def test_the_percentile_interval_holds_the_point_and_says_how_it_was_made() -> None:
     p95 = est.percentile(AROUND, 0.95)
     assert p95.low <= p95.value <= p95.high
-    assert p95.low <= 9.5 < p95.high and "order-statistic" in p95.how
+    assert p95.low <= 9.5 < p95.high and "bootstrap interval (too few samples" in p95.how
+    big = est.percentile([i / 10 for i in range(1000)], 0.95)
+    assert "order-statistic" in big.how and big.low < 94.9 < big.high
     small = est.percentile([1.0, 2.0, 3.0], 0.99)
-    assert small.high == 3.0 and "too few samples" in small.how
+    assert small.high == 3.0 and "too few samples" in small.how and "bootstrap" in small.how
+    six = est.percentile([4.0, 8.0, 12.0, 16.0, 20.0, 24.0], 0.95)  # a queue admitting one job at a time
+    assert est.decide(six, 17, "<=") == est.INCONCLUSIVE, six  # 6 waits cannot put its p95 past 17 s for sure
 
 
 def test_shares_and_rates_are_wilson_intervals() -> None:
