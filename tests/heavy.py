@@ -17,7 +17,6 @@ because another worker's test loads the same 2 cores.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +29,8 @@ HOST = Path(tempfile.gettempdir()) / "gpupoc-make-test-host.lock"
 
 @contextlib.contextmanager
 def alone() -> Iterator[None]:
-    with LOCK.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with hostshare.locked(LOCK):
+        yield
 
 
 @contextlib.contextmanager

@@ -31,19 +31,24 @@ POLL_S = 2.0
 
 
 @contextlib.contextmanager
-def sharing(host: Path, quiet: bool) -> Iterator[None]:
-    """The host shared (every case), or all of it (`quiet`), through `host` and its turnstile beside it."""
-    turnstile_path = host.with_name(host.name + ".turnstile")
-    with turnstile_path.open("a") as turnstile, host.open("a") as held:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)  # a quiet case keeps it while it waits: no one overtakes it
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
+def locked(path: Path, exclusive: bool = True) -> Iterator[None]:
+    """A lock file held (exclusive, or shared) for the duration."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
         finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def sharing(host: Path, quiet: bool) -> Iterator[None]:
+    """The host shared (every case), or all of it (`quiet`), through `host` and its turnstile beside it: a quiet
+    case keeps the turnstile while it waits for the host, so no one overtakes it."""
+    with contextlib.ExitStack() as held:
+        with locked(host.with_name(host.name + ".turnstile")):
+            held.enter_context(locked(host, exclusive=quiet))
+        yield
 
 
 @contextlib.contextmanager
