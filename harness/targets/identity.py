@@ -30,19 +30,15 @@ def without(docs: list[dict[str, Any]], dropped: Sequence[str]) -> list[dict[str
     pairs = [(d.split()[0], *d.split()[1].split("/", 1)) for d in dropped if len(d.split()) == 2 and "/" in d]
     if not pairs:
         return docs
-    found = []
-    for doc in docs:
-        rules = []
-        for rule in list(doc.get("rules") or []):
-            verbs = list(rule.get("verbs") or [])
-            for verb, group, resource in pairs:
-                if group.replace("core", "") in (rule.get("apiGroups") or []) and resource in (rule.get("resources")
-                                                                                             or []):
-                    verbs = [v for v in verbs if v != verb]
-            if verbs:
-                rules.append({**rule, "verbs": verbs})
-        found.append({**doc, "rules": rules} if "rules" in doc else doc)
-    return found
+    return [{**doc, "rules": [r for r in (_less(rule, pairs) for rule in doc["rules"]) if r["verbs"]]}
+            if "rules" in doc else doc for doc in docs]
+
+
+def _less(rule: dict[str, Any], pairs: list[tuple[str, ...]]) -> dict[str, Any]:
+    """Pure: the rule without the verbs `pairs` (verb, group, resource; group "core" for "") take from it."""
+    gone = {verb for verb, group, resource in pairs
+            if group.replace("core", "") in (rule.get("apiGroups") or []) and resource in (rule.get("resources") or [])}
+    return {**rule, "verbs": [v for v in rule.get("verbs") or [] if v not in gone]}
 
 
 def runner_client(admin: client.ApiClient, profile: Profile, lock: tuple[str, str] | None,
@@ -58,8 +54,7 @@ def runner_client(admin: client.ApiClient, profile: Profile, lock: tuple[str, st
         core.create_namespace({"metadata": {"name": namespace}})  # the queue model labels and fills it
         existing.add(namespace)
     docs = without(rbac.runner_manifests(profile, account, lock), dropped)
-    rbac.apply(admin, account, [d for d in docs if d["metadata"].get("namespace", account.split("/")[0]) in existing
-                                or "namespace" not in d["metadata"]])
+    rbac.apply(admin, account, [d for d in docs if d["metadata"].get("namespace") in {None, *existing}])
     namespace, name = account.split("/", 1)
     token = core.create_namespaced_service_account_token(name, namespace, client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS))).status.token
