@@ -15,7 +15,7 @@ from harness.cli.common import EXIT_USAGE, PYTEST_USAGE_ERROR, OneLineParser, co
 from harness.cluster.prometheus import Prometheus
 from harness.config.options import OPTIONS, RunConfig
 from harness.core.errors import ConfigError
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import IN_CHECKOUT, REPO_ROOT, SUITES_DIR, reports_root
 from harness.record.compare import compare
 from harness.record.merge import repeated
 from harness.record.model import load_record
@@ -25,6 +25,11 @@ from harness.run import outcomes
 from harness.setup.references import describe_missing, missing_references
 from harness.targets import sim as the_sim
 from harness.targets.target import Target, connect
+
+
+# Installed from the wheel there is no conftest.py: the plugin is named, case ids stay `suites/...` (the root is the
+# folder holding suites/), and pytest writes no cache into site-packages. The run stays in the user's folder.
+INSTALLED_PYTEST = () if IN_CHECKOUT else ("-p", "harness.plugin", "-p", "no:cacheprovider", f"--rootdir={REPO_ROOT}")
 
 
 def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
@@ -37,11 +42,11 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     run_cmd.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
     compare_cmd = commands.add_parser("compare", help="compare runs: one HTML page from several record.json")
     compare_cmd.add_argument("records", nargs="+", type=Path)
-    compare_cmd.add_argument("--output", type=Path, default=REPO_ROOT / "reports" / "comparison.html")
+    compare_cmd.add_argument("--output", type=Path, default=reports_root() / "comparison.html")
     trend_cmd = commands.add_parser("trend", help="measured values of each criterion x backend over runs, thresholds "
                                     "drawn in, what changed between the last two: one offline HTML page")
     trend_cmd.add_argument("records", nargs="+", type=Path, help="record.json of each run (any order)")
-    trend_cmd.add_argument("--output", type=Path, default=REPO_ROOT / "reports" / "trend.html")
+    trend_cmd.add_argument("--output", type=Path, default=reports_root() / "trend.html")
     designed = commands.add_parser("check-designed", help="compare a run's outcomes with the reference sim's "
                                    "designed outcomes (suites/expected.yaml); exit 1 on any difference")
     designed.add_argument("record", type=Path)
@@ -52,9 +57,10 @@ def run_suites(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, got {args.repeat}")
     cfg = config_of(args)  # bad input ends here, before pytest starts
-    passthrough = [a for a in args.pytest_args if a != "--"]
-    chosen = [a for a in passthrough if not a.startswith("-") and (REPO_ROOT / a.split("::")[0]).exists()]
-    tests = [] if chosen else [str(REPO_ROOT / "suites")]  # `-- suites/training/x.py`: those, not every suite
+    passthrough = [a if IN_CHECKOUT or a.startswith("-") or not names_a_case(a) else str(REPO_ROOT / a)
+                   for a in args.pytest_args if a != "--"]  # installed: `suites/...` is the package's
+    chosen = [a for a in passthrough if not a.startswith("-") and names_a_case(a)]
+    tests = [] if chosen else [str(SUITES_DIR)]  # `-- suites/training/x.py`: those, not every suite
     if args.side_by_side:
         if args.repeat != 1:
             raise ConfigError("--side-by-side runs once; leave --repeat out")
@@ -68,16 +74,21 @@ def run_suites(args: argparse.Namespace) -> int:
     run_ids = [base] if args.repeat == 1 else [f"{base}-{i + 1}" for i in range(args.repeat)]
     worst = 0
     for run_id in run_ids:
-        code = subprocess.call([sys.executable, "-m", "pytest", *tests, f"--run-id={run_id}", *options,
-                                *passthrough], cwd=REPO_ROOT)
+        code = subprocess.call([sys.executable, "-m", "pytest", *INSTALLED_PYTEST, *tests, f"--run-id={run_id}",
+                                *options, *passthrough], cwd=REPO_ROOT if IN_CHECKOUT else None)
         if code == PYTEST_USAGE_ERROR:
             return EXIT_USAGE  # pytest said what is wrong with its arguments
         worst = max(worst, code)
     if len(run_ids) > 1:
-        reports = Path(args.reports_dir) if args.reports_dir else REPO_ROOT / "reports"
+        reports = Path(args.reports_dir) if args.reports_dir else reports_root()
         write_comparison([reports / r / "record.json" for r in run_ids], reports / f"{base}-comparison.html")
         write_repeated(base, [reports / r / "record.json" for r in run_ids], reports / base)
     return worst
+
+
+def names_a_case(arg: str) -> bool:
+    """`suites/training/x.py[::case]`: a file of the suites, in the checkout or the installed package."""
+    return (REPO_ROOT / arg.split("::")[0]).exists()
 
 
 def refuse_bad_references(args: argparse.Namespace, cfg: RunConfig, target: Target) -> None:
@@ -90,7 +101,7 @@ def refuse_bad_references(args: argparse.Namespace, cfg: RunConfig, target: Targ
     backends_env, prometheus_env = OPTIONS["backends"][0], OPTIONS["prometheus_url"][0]
     if args.backends or os.environ.get(backends_env):
         for name in cfg.backends:
-            reason = backend_registry.ALL[name].unavailable_reason(target.api)
+            reason = backend_registry.ALL[name].unavailable_reason(target)
             if reason:
                 raise ConfigError(f"{'--backends' if args.backends else backends_env} names {name}, which this cluster "
                                   f"lacks ({reason}); install it, or drop it from the list")

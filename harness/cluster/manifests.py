@@ -18,9 +18,9 @@ from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, MODEL_ANNOTATION,
                                       RUN_FOR_ANNOTATION, SAMPLE_CONTAINER, SAMPLE_DATA_DIR, SAMPLE_DATA_VOLUME,
                                       SERVER_CONTAINER, SIM_ANNOTATION_PREFIX, TRAIN_CONTAINER, Sample, WorkloadSpec)
 from harness.core.errors import ConfigError
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import MANIFESTS_DIR
 
-MANIFESTS = REPO_ROOT / "manifests"
+MANIFESTS = MANIFESTS_DIR
 RUN_LABEL = "gpupoc.io/run-id"
 TEST_LABEL = "gpupoc.io/test"
 MANAGED_LABEL = "app.kubernetes.io/managed-by"

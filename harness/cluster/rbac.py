@@ -20,9 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from harness.config.profile import Profile
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import MANIFESTS_DIR
 
-RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
+RBAC_DIR = MANIFESTS_DIR / "rbac"
 CLUSTER_FILE, TENANT_FILE, LOCK_FILE = "runner-cluster.yaml", "runner-tenant.yaml", "runner-lock.yaml"
 DESTRUCTIVE_FILE = "runner-destructive.yaml"
 WHEN = "gpupoc.io/when"  # a template document rendered only for profiles it names (submit_as=runner)

@@ -15,10 +15,10 @@ from urllib.parse import urlparse
 
 from harness.core.errors import ConfigError
 from harness.config.profile import BACKENDS, Profile, load_profile
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import PROFILES_DIR, reports_root
 
-DEFAULT_SIM_PROFILE = REPO_ROOT / "profiles" / "sim.yaml"
-DEFAULT_REPORTS = REPO_ROOT / "reports"
+DEFAULT_SIM_PROFILE = PROFILES_DIR / "sim.yaml"
+DEFAULT_REPORTS = reports_root()
 DEFAULT_LOCK = "default/gpupoc-run-lock"  # the run lock, a Lease (harness/cluster/runlock.py)
 
 # option name -> (environment variable, help)

@@ -1,13 +1,28 @@
-"""Where the sim keeps its binaries, build cache and runtime state: outside the repo."""
+"""Where a run's own files are (the checkout, or the installed package), and where the sim keeps its binaries,
+build cache and runtime state: outside the repo."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+# The checkout's root; installed from the wheel, the site-packages folder that holds harness/ and suites/ side by
+# side, so that `suites/...` names the same cases either way.
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A checkout (its pyproject.toml beside harness/), or gpupoc installed from its wheel (setup.py's bundled data).
+IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file()
+_DATA_ROOT = REPO_ROOT if IN_CHECKOUT else REPO_ROOT / "harness" / "bundled"
+SUITES_DIR = REPO_ROOT / "suites"
+EXPECTED_FILE = SUITES_DIR / "expected.yaml"
+PROFILES_DIR = _DATA_ROOT / "profiles"
+MANIFESTS_DIR = _DATA_ROOT / "manifests"
 SIM_RECIPES = REPO_ROOT / "sim"
 VERSIONS_FILE = SIM_RECIPES / "versions.toml"
+
+
+def reports_root() -> Path:
+    """Where records go unless told: the checkout's reports/, or ./reports where an installed gpupoc runs."""
+    return REPO_ROOT / "reports" if IN_CHECKOUT else Path.cwd() / "reports"
 
 
 def gpupoc_home() -> Path:

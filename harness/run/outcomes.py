@@ -22,10 +22,9 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from harness.core.errors import ConfigError, CriterionViolation, HarnessError, Inconclusive
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import EXPECTED_FILE
 
 PASS, FAIL, ERROR, SKIP, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "SKIP", "INCONCLUSIVE"
-EXPECTED_FILE = REPO_ROOT / "suites" / "expected.yaml"
 
 
 def classify(exc: BaseException) -> str:

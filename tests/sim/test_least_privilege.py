@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,13 +80,32 @@ def runner(sim_api: client.ApiClient, queue_model: Profile, tmp_path_factory: py
     runner_client(sim_api, queue_model, LOCK)  # the roles are shared by name: the session's own runner's back
 
 
-def as_runner(runner: Runner, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def as_runner(runner: Runner, *args: str, env: dict[str, str] | None = None,
+              gpupoc: tuple[str, ...] = (sys.executable, "-m", "harness.cli"), cwd: Path = REPO_ROOT
+              ) -> subprocess.CompletedProcess[str]:
     """A gpupoc command as the runner: its options before any `--` (what follows is pytest's), so that `gpupoc run`
     itself meets the cluster as the runner, not the sim as its own."""
     own = [f"--kubeconfig={runner.kubeconfig}", "--queue-model=keep", f"--prometheus-url={cluster.prometheus_url()}"]
     split = args.index("--") if "--" in args else len(args)
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args[:split], *own, *args[split:]],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run([*gpupoc, *args[:split], *own, *args[split:]],
+                          cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def installed_wheel(folder: Path) -> tuple[Path, Path]:
+    """`pip wheel .` of this checkout installed into a fresh virtual environment: its `gpupoc` script and
+    site-packages. The wheel goes in without its dependencies, which the environment sees through a .pth line naming
+    the project's own site-packages (a plain folder on sys.path: the editable install's finder there is not loaded)."""
+    pip = (sys.executable, "-m", "pip", "--disable-pip-version-check", "-q")
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(folder / "dist"), str(REPO_ROOT)], check=True, timeout=300,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder / "venv")], check=True, timeout=120)
+    python = folder / "venv" / "bin" / "python"
+    subprocess.run([*pip, "--python", str(python), "install", "--no-deps", *map(str, (folder / "dist").glob("*.whl"))],
+                   check=True, timeout=300, capture_output=True)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "gpupoc-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return folder / "venv" / "bin" / "gpupoc", Path(site)
 
 
 def test_one_case_per_mechanism_as_the_least_privileged_runner(runner: Runner, tmp_path: Path) -> None:
@@ -104,6 +124,29 @@ def test_one_case_per_mechanism_as_the_least_privileged_runner(runner: Runner, t
         ("governance.tenant_isolation", "-"), ("inference.cold_start", "default")} <= ran, outcomes
     seen = rbac.load_requests(tmp_path / "least-privilege" / "requests.json")
     assert seen and not rbac.outside(runner.docs, seen), [r.describe() for r in rbac.outside(runner.docs, seen)]
+
+
+def test_the_installed_wheel_runs_a_case_from_outside_the_checkout(runner: Runner, tmp_path: Path) -> None:
+    """Installed as users install it: the wheel in a fresh environment, run from a folder that is not the checkout,
+    carries the suites, profiles, manifests, designed outcomes and templates; the record lands in ./reports."""
+    gpupoc, site = installed_wheel(tmp_path / "install")
+    for data, where in (("manifests", "harness/bundled/manifests"), ("profiles", "harness/bundled/profiles")):
+        files = {f.relative_to(REPO_ROOT / data) for f in (REPO_ROOT / data).rglob("*") if f.is_file()}
+        assert files == {f.relative_to(site / where) for f in (site / where).rglob("*") if f.is_file()}, data
+    assert (site / "suites" / "expected.yaml").is_file() and (site / "harness/record/templates/page.html.j2").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    helped = as_runner(runner, "run", "--help", gpupoc=(str(gpupoc),), cwd=elsewhere)
+    assert helped.returncode == 0 and "--queue-model" in helped.stdout, helped.stdout + helped.stderr
+    case = "suites/inference/test_cold_start.py::test_cold_start[default]"
+    result = as_runner(runner, "run", "--backends=default", "--run-id=wheel", "--", case, "-q",
+                       gpupoc=(str(gpupoc),), cwd=elsewhere)
+    record_file = elsewhere / "reports" / "wheel" / "record.json"
+    assert record_file.exists(), result.stdout[-3000:] + result.stderr[-2000:]
+    record = load_record(record_file)
+    assert [(r.nodeid, r.outcome) for r in record.results] == [(case, "PASS")], result.stdout[-3000:]
+    assert record.commit == "gpupoc 0.1.0 (installed)", record.commit
+    assert not (elsewhere / ".pytest_cache").exists() and (elsewhere / "reports" / "wheel" / "record.html").exists()
 
 
 def runs_suites(requests: Path) -> bool:
