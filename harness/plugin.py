@@ -24,6 +24,7 @@ from harness.run.keys import (CALL_REPORT_KEY, CONFIG_KEY, EVIDENCE_KEY, LATE_KE
                               TARGET_KEY, run_config)
 from harness.run.session import _say_live, _terminated, connected, start_head_starts, end_of_run
 from harness.run import repeat
+from harness.targets.target import planned_features
 from harness.run.outcomes import INCONCLUSIVE
 from harness.run.reports import (is_harness_error, is_inconclusive, note_environment_faults, note_outages,
                                  record_outcome, redact_report)
@@ -107,9 +108,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.hook.pytest_deselected(items=pinned_elsewhere)
         dropped = {i.nodeid for i in pinned_elsewhere}
         items[:] = [i for i in items if i.nodeid not in dropped]
-    kind = "sim" if cfg.targets_sim else "kubeconfig"
-    config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, kind)
-    items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, kind))
+    features = planned_features(cfg)
+    config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, features)
+    items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, features))
     named = any("suites/scale" in str(arg) for arg in config.args)
     if not (cfg.scale or named):
         for item in items:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from kubernetes import client
-
 from harness.backends.base import Backend
 from harness.backends.combined import KueueVolcanoBackend
 from harness.backends.default import DefaultBackend
@@ -12,6 +10,7 @@ from harness.backends.kuberay import KubeRayBackend
 from harness.backends.kueue import KueueBackend
 from harness.backends.slurm import SlurmBackend
 from harness.backends.volcano import VolcanoBackend
+from harness.targets.target import Target
 
 ALL: dict[str, Backend] = {b.name: b for b in (VolcanoBackend(), KueueBackend(), KubeRayBackend(), KaiBackend(),
                                                DefaultBackend(), SlurmBackend(), KueueVolcanoBackend())}
@@ -22,9 +21,9 @@ def controller_deployments() -> tuple[str, ...]:
     return tuple(sorted({d for b in ALL.values() if b.controllers for d in b.controllers.deployments}))
 
 
-def detect(api: client.ApiClient, wanted: tuple[str, ...]) -> dict[str, str | None]:
+def detect(target: Target, wanted: tuple[str, ...]) -> dict[str, str | None]:
     """backend name -> None when usable here, else the reason it is skipped."""
-    return {name: ALL[name].unavailable_reason(api) for name in wanted}
+    return {name: ALL[name].unavailable_reason(target) for name in wanted}
 
 
 __all__ = ["ALL", "Backend", "controller_deployments", "detect"]

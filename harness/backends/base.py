@@ -16,7 +16,7 @@ from harness.config.profile import Profile, Tenant
 from harness.jobs.kubernetes import Workloads
 from harness.jobs.system import JobSystem
 from harness.jobs.service import ModelService, Route
-from harness.targets.target import Target
+from harness.targets.target import Features, Target
 
 
 # Capabilities a suite may ask for; a backend says which it lacks, and why (the SKIP or "not checked" reason).
@@ -133,8 +133,8 @@ class Backend(Protocol):
         """The controllers that admit its jobs (restarted by control-plane recovery, watched during its tests)."""
         ...
 
-    def lacks(self, capability: str, target_kind: str) -> str | None:
-        """None when this backend has `capability` on a target of `target_kind`, else why not."""
+    def lacks(self, capability: str, target: Features) -> str | None:
+        """None when this backend has `capability` on a target offering `target`, else why not."""
         ...
 
     def job_system(self, target: Target, profile: Profile, run_id: str, test_id: str,
@@ -158,7 +158,7 @@ class Backend(Protocol):
         """Objects a controller makes for our jobs (tracked, and waited out at teardown), if any."""
         ...
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+    def unavailable_reason(self, target: Target) -> str | None:
         """None when the backend can be used on this cluster, else why not (the SKIP reason)."""
         ...
 
@@ -237,12 +237,12 @@ class Capabilities:
     multicluster = ""  # how one of its queues spans clusters (Kueue: MultiKueue); "" for none
     jobs_on_kubernetes = True
 
-    def lacks(self, capability: str, target_kind: str) -> str | None:
+    def lacks(self, capability: str, target: Features) -> str | None:
         if capability not in CAPABILITIES:
             raise ValueError(f"unknown capability {capability!r}; known: {', '.join(CAPABILITIES)}")
         if capability in self.lacking:
             return f"{self.name}: {self.lacking[capability]}"
-        if target_kind == "sim" and capability in self.lacking_on_sim:
+        if target.own_processes and capability in self.lacking_on_sim:
             return f"{self.name}: {self.lacking_on_sim[capability]}"
         if capability == PREEMPTION_COUNTER and self.preemption is None:
             return f"{self.name}: no preemption counter exported"
@@ -258,7 +258,7 @@ class Capabilities:
             return f"{self.name}: no queue of its own dispatches to other clusters (Kueue's MultiKueue does)"
         if capability == UPGRADE and self.releases is None:
             return f"{self.name}: no upgrade in place of its controllers is built"
-        if capability == UPGRADE and target_kind == "sim" and not self.releases.sim:  # type: ignore[union-attr]
+        if capability == UPGRADE and target.own_processes and not self.releases.sim:  # type: ignore[union-attr]
             return f"{self.name}: {self.releases.why_not_on_sim}"  # type: ignore[union-attr]
         if capability == COMBINED and not self.placed_by:
             return f"{self.name}: one component queues, admits and places its jobs (the case is for a pair)"
@@ -268,7 +268,7 @@ class Capabilities:
         if capability == RANKED_FAIR_SHARE and type(self).usage_from_zero is Capabilities.usage_from_zero:
             return f"{self.name}: its fair share does not rank tenants by recorded usage"
         if capability == CONTROLLER_RESTART and (self.controllers is None or (
-                target_kind != "sim" and not self.controllers.deployments)):
+                not target.own_processes and not self.controllers.deployments)):
             why = self.controllers.why_not_elsewhere if self.controllers else "no controller known to restart"
             return f"{self.name}: {why}"
         return None

@@ -20,6 +20,7 @@ from harness.backends.detect import missing_controller_reason, missing_crd_reaso
 from harness.backends.kueue import KueueBackend
 from harness.backends.volcano import SCHEDULER_NAME
 from harness.jobs.model import GangJob
+from harness.targets.target import Target
 
 MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 PAIR = "the pair is measured on batch training (Kueue's batch/Job integration in front of Volcano)"
@@ -41,10 +42,10 @@ class KueueVolcanoBackend(KueueBackend):
     controllers = Controllers(("kueue", "volcano-scheduler"), ("kueue-controller-manager", "volcano-scheduler"),
                               needs=("volcano-controller-manager",))
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        return (super().unavailable_reason(api)
-                or missing_crd_reason(api, "scheduling.volcano.sh", "PodGroup", "volcano (places the pair's pods)")
-                or missing_controller_reason(api, "volcano", ("volcano-scheduler", "volcano-controller-manager"),
+    def unavailable_reason(self, target: Target) -> str | None:
+        return (super().unavailable_reason(target)
+                or missing_crd_reason(target.api, "scheduling.volcano.sh", "PodGroup", "volcano (places the pair's pods)")
+                or missing_controller_reason(target, "volcano", ("volcano-scheduler", "volcano-controller-manager"),
                                              ("volcano-scheduler",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:

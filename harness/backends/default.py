@@ -10,6 +10,7 @@ from harness.backends.base import GANG, GPU_SHARING, UPGRADE, Capabilities, Cont
 from harness.jobs.model import GangJob, JobStatus
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.backends.batch import batch_job, batch_status
+from harness.targets.target import Target
 
 
 MONITORING = Monitoring((
@@ -31,7 +32,7 @@ class DefaultBackend(Capabilities):
     controllers = Controllers(("kube-scheduler",), (), "kube-scheduler runs as a static pod on most clusters: "
                               "it cannot be restarted through the API")
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
+    def unavailable_reason(self, target: Target) -> str | None:
         return None  # kube-scheduler is part of every cluster
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:

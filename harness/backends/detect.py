@@ -5,7 +5,7 @@ from __future__ import annotations
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from harness.targets import sim
+from harness.targets.target import Target
 
 
 def missing_crd_reason(api: client.ApiClient, group: str, kind: str, backend: str) -> str | None:
@@ -15,12 +15,13 @@ def missing_crd_reason(api: client.ApiClient, group: str, kind: str, backend: st
             f"install {backend} or drop it from --backends")
 
 
-def missing_controller_reason(api: client.ApiClient, backend: str, sim_components: tuple[str, ...],
+def missing_controller_reason(target: Target, backend: str, sim_components: tuple[str, ...],
                               deployments: tuple[str, ...]) -> str | None:
     """On the sim: its processes are running. Elsewhere: one of `deployments` has an available replica."""
-    if sim.is_the_sim(api):
-        down = sim.controllers_down(sim_components)
+    if target.features.runs_sim_workloads:
+        down = target.controllers_down(sim_components)
         return f"{backend}: {', '.join(down)} not running on the sim (gpupoc sim status)" if down else None
+    api = target.api
     apps = client.AppsV1Api(api)
     for name in deployments:
         found = apps.list_deployment_for_all_namespaces(field_selector=f"metadata.name={name}").items

@@ -24,6 +24,7 @@ from harness.criteria.governance.sharing_granularity import Share
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.config.profile import Tenant
+from harness.targets.target import Target
 
 API_VERSION = "scheduling.run.ai/v2alpha2"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -155,9 +156,9 @@ class KaiBackend(Capabilities):
         """KAI's pod-grouper groups a Deployment's pods by their owner; the queue label puts them in the tenant's."""
         return {"schedulerName": SCHEDULER_NAME, "labels": {QUEUE_LABEL: tenant.queues.get("kai", "default-queue")}}
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        return (missing_crd_reason(api, "scheduling.run.ai", "PodGroup", self.name)
-                or missing_controller_reason(api, self.name, ("kai-scheduler", "kai-binder"),
+    def unavailable_reason(self, target: Target) -> str | None:
+        return (missing_crd_reason(target.api, "scheduling.run.ai", "PodGroup", self.name)
+                or missing_controller_reason(target, self.name, ("kai-scheduler", "kai-binder"),
                                              ("kai-scheduler", "binder")))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:

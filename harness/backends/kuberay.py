@@ -19,6 +19,7 @@ from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import PREEMPTED_WORKLOADS, QUEUE_LABEL, WORKLOAD_KIND
 from harness.jobs.service import SERVER_PORT, ModelService, Route
+from harness.targets.target import Target
 
 RAY_PORTS = [{"name": "dashboard", "containerPort": 8265}, {"name": "serve", "containerPort": SERVER_PORT},
              {"name": "gcs-server", "containerPort": 6379}, {"name": "client", "containerPort": 10001}]
@@ -70,10 +71,10 @@ class KubeRayBackend(Capabilities):
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kuberay-operator", "kube-scheduler"))
     releases = Releases(("kuberay",), ("kuberay-operator",))  # the operator's; Kueue queues through it
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        return (missing_crd_reason(api, "ray.io", "RayJob", self.name)
-                or missing_controller_reason(api, self.name, ("kuberay-operator",), ("kuberay-operator",))
-                or missing_crd_reason(api, "kueue.x-k8s.io", "Workload", "kueue (queues RayJobs)"))
+    def unavailable_reason(self, target: Target) -> str | None:
+        return (missing_crd_reason(target.api, "ray.io", "RayJob", self.name)
+                or missing_controller_reason(target, self.name, ("kuberay-operator",), ("kuberay-operator",))
+                or missing_crd_reason(target.api, "kueue.x-k8s.io", "Workload", "kueue (queues RayJobs)"))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         queue = tenant_queue(job, "kueue", ": RayJobs are queued by Kueue")

@@ -17,6 +17,7 @@ from harness.backends.batch import batch_job
 from harness.core.errors import ConfigError
 from harness.backends.detect import missing_crd_reason, missing_controller_reason
 from harness.config.profile import Tenant
+from harness.targets.target import Target
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -86,9 +87,9 @@ class KueueBackend(Capabilities):
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        return (missing_crd_reason(api, "kueue.x-k8s.io", "Workload", self.name)
-                or missing_controller_reason(api, self.name, ("kueue",), ("kueue-controller-manager",)))
+    def unavailable_reason(self, target: Target) -> str | None:
+        return (missing_crd_reason(target.api, "kueue.x-k8s.io", "Workload", self.name)
+                or missing_controller_reason(target, self.name, ("kueue",), ("kueue-controller-manager",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         return [batch_job(job, {QUEUE_LABEL: tenant_queue(job, "kueue")})]

@@ -23,8 +23,7 @@ from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.errors import ConfigError, HarnessError
 from harness.config.profile import Profile, Tenant
 from harness.jobs.slurm import api as slurm_api, system as jobs_api
-from harness.targets import sim
-from harness.targets.target import Target
+from harness.targets.target import Features, Target
 
 if TYPE_CHECKING:
     from harness.jobs.slurm.system import SlurmJobs, SlurmRest, SlurmSite
@@ -106,26 +105,26 @@ class SlurmBackend(Capabilities):
 
     wait = WaitHistogram("slurm_job_wait_seconds", 1.0, "account")  # the sim's exporter (from slurmdbd)
 
-    def lacks(self, capability: str, target_kind: str) -> str | None:
-        if capability == PREEMPTION_COUNTER and target_kind != "sim":
+    def lacks(self, capability: str, target: Features) -> str | None:
+        if capability == PREEMPTION_COUNTER and not target.own_processes:
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own counts preemptions)"
         if capability == QUEUE_QUOTA:
             return None  # an account per tenant with its GPU limit (GrpTRES), enforced by slurmctld
-        if capability == RETRY_POLICY and target_kind != "sim":
+        if capability == RETRY_POLICY and not target.own_processes:
             return (f"{self.name}: a job is requeued when its node fails, and the harness fails no node of a site "
                     "(a batch script that fails is not rerun by Slurm)")
-        if capability == MONITORING and target_kind != "sim":
+        if capability == MONITORING and not target.own_processes:
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own has a catalogue)"
-        if capability == RANKED_FAIR_SHARE and target_kind != "sim":
+        if capability == RANKED_FAIR_SHARE and not target.own_processes:
             return (f"{self.name}: the fairness case starts the accounts' recorded usage from zero (sacctmgr, as the "
                     "Slurm administrator); a site's fair share also counts its accounts' past usage, so the shares "
                     "of one run say little")
-        if capability == WAIT_HISTOGRAM and target_kind != "sim":
+        if capability == WAIT_HISTOGRAM and not target.own_processes:
             return f"{self.name}: a site's Slurm exporter is not mapped yet (the sim's own exports the histogram)"
-        return super().lacks(capability, target_kind)
+        return super().lacks(capability, target)
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        self._site = site_site() or sim.slurm_site(str(api.configuration.host))
+    def unavailable_reason(self, target: Target) -> str | None:
+        self._site = site_site() or target.slurm_site()
         if self._site is None:
             return f"slurm: no slurmrestd (the target is not a sim running slurm, and {URL_ENV} is unset)"
         try:
@@ -187,12 +186,17 @@ class SlurmBackend(Capabilities):
     def usage_from_zero(self, profile: Profile) -> float:
         """The sim's accounts with no recorded usage (RawUsage=0), once slurmctld has ranked them on it (up to a
         PriorityCalcPeriod later); gives that period in seconds."""
-        return sim.slurm_ranking_from_zero(list(accounts_of(profile).values()))
+        site = self.rest().site
+        if site.usage_from_zero is None:
+            raise HarnessError("slurm: a site's recorded usage is not reset by the harness (the sim's is)")
+        return site.usage_from_zero(list(accounts_of(profile).values()))
 
     def apply_reference_model(self, profile: Profile) -> None:
         """The sim's accounts, users and QOS from the profile (sacctmgr, as the sim's Slurm administrator)."""
-        accounts = accounts_of(profile)
-        sim.slurm_apply_reference_model([
+        accounts, site = accounts_of(profile), self.rest().site
+        if site.apply_model is None:
+            raise HarnessError("slurm: a site's accounts are its administrator's; the harness applies only the sim's")
+        site.apply_model([
             {"account": accounts[t.name], "user": t.identity, "weight": t.weight, "limit_gpus": t.limit_gpus}
             for t in profile.tenants if t.name in accounts], self.cluster_gpus())
         self._model_applied = True

@@ -14,6 +14,7 @@ from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.config.profile import Tenant
+from harness.targets.target import Target
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 SCHEDULER_NAME = "volcano"
@@ -74,9 +75,9 @@ class VolcanoBackend(Capabilities):
         return {"schedulerName": SCHEDULER_NAME,
                 "annotations": {"scheduling.volcano.sh/queue-name": tenant.queues.get("volcano", "default")}}
 
-    def unavailable_reason(self, api: client.ApiClient) -> str | None:
-        return (missing_crd_reason(api, "batch.volcano.sh", "Job", self.name)
-                or missing_controller_reason(api, self.name, ("volcano-scheduler", "volcano-controller-manager"),
+    def unavailable_reason(self, target: Target) -> str | None:
+        return (missing_crd_reason(target.api, "batch.volcano.sh", "Job", self.name)
+                or missing_controller_reason(target, self.name, ("volcano-scheduler", "volcano-controller-manager"),
                                              ("volcano-scheduler",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:

@@ -12,9 +12,10 @@ class NotAllowed(HarnessError):
     """A destructive step was refused: the reason says how to allow it."""
 
 
-def destructive_refusal(target_kind: str, context: str, allowed: tuple[str, ...], step: str) -> str | None:
-    """None when `step` may run on this target; else why not (a SKIP reason)."""
-    if target_kind == "sim" or context in allowed:
+def destructive_refusal(harness_made: bool, context: str, allowed: tuple[str, ...], step: str) -> str | None:
+    """None when `step` may run on this target (one the harness made and runs, or a context allowed); else why not
+    (a SKIP reason)."""
+    if harness_made or context in allowed:
         return None
     return (f"{step} is destructive and context {context} is not allowed: "
             f"pass --allow-destructive {context} to run it there")

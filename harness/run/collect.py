@@ -30,9 +30,8 @@ from harness.core.redact import environment_secrets, kubeconfig_secrets, known_s
 from harness.record.render import sections
 from harness.record.verdict import title
 from harness.run.outcomes import load_expected
-from harness.targets import sim
-from harness.core.paths import REPO_ROOT
-from harness.targets.target import Target
+from harness.core.paths import IN_CHECKOUT, REPO_ROOT
+from harness.targets.target import Target, planned_features
 
 RECORD_KEY = pytest.StashKey[Record]()
 SECRETS_KEY = pytest.StashKey[set[str]]()
@@ -51,6 +50,9 @@ def now() -> str:
 
 
 def git_commit() -> str:
+    """The checkout's commit (+changes when it has some); installed from the wheel, the package's version."""
+    if not IN_CHECKOUT:
+        return f"gpupoc {__version__} (installed)"
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                              timeout=5)
@@ -73,9 +75,10 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
     if not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(paths["junit"])
     profile = cfg.profile
-    where = "sim" if cfg.targets_sim else cfg.context or (cfg.kubeconfig.name if cfg.kubeconfig else "in-cluster")
+    features = planned_features(cfg)
+    where = "sim" if features.own_processes else cfg.context or (cfg.kubeconfig.name if cfg.kubeconfig else "in-cluster")
     _PAGE["title"] = f"gpupoc run {cfg.run_id} on {where}"
-    designed = {f"{d.criterion} [{d.backend}]": d.why for d in load_expected()} if cfg.targets_sim else {}
+    designed = {f"{d.criterion} [{d.backend}]": d.why for d in load_expected()} if features.own_processes else {}
     config.stash[RECORD_KEY] = Record(
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
         runner=(f"Python {platform.python_version()}, pytest {pytest.__version__}, "
@@ -294,7 +297,7 @@ def process_usage(target: Target, window_s: float) -> tuple[dict[str, operations
 
 def scheduler_versions(target: Target) -> list[dict[str, str]]:
     if target.features.own_processes:
-        return [{"name": s.name, "version": s.version} for s in sim.status()]
+        return [{"name": name, "version": version} for name, version in target.component_versions()]
     apps = client.AppsV1Api(target.api)
     found = []
     for name in SCHEDULER_DEPLOYMENTS:

@@ -86,9 +86,9 @@ def namespace(target: Target, gpupoc_config: RunConfig, request: pytest.FixtureR
 
 
 @pytest.fixture()
-def backend(request: pytest.FixtureRequest, api: client.ApiClient) -> Backend:
+def backend(request: pytest.FixtureRequest, target: Target) -> Backend:
     name: str = request.param
-    reason = backend_unavailable(name, api)
+    reason = backend_unavailable(name, target)
     if reason:
         pytest.skip(reason)
     return backend_registry.ALL[name]
@@ -176,7 +176,7 @@ def evidence(request: pytest.FixtureRequest, profile: Profile) -> Callable[[str]
 def destructive(target: Target, gpupoc_config: RunConfig) -> Callable[[str], None]:
     """Call destructive("fail a pod") before a destructive step: it SKIPs where the step is not allowed."""
     def guard(step: str) -> None:
-        reason = destructive_refusal(target.kind, target.context, gpupoc_config.allow_destructive, step)
+        reason = destructive_refusal(target.features.own_processes, target.context, gpupoc_config.allow_destructive, step)
         if reason:
             pytest.skip(reason)
     return guard

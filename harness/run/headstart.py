@@ -1,6 +1,6 @@
 """Head starts: a case whose observation must last minutes (Slurm's fairness: four ranking periods) starts it when
 the session starts, in a thread beside the cases before it, and judges it when its own turn comes. Its test module
-marks it `@pytest.mark.head_start(observe, wanted)`: `wanted(backend, target_kind)` says whether this backend's
+marks it `@pytest.mark.head_start(observe, wanted)`: `wanted(backend, target)` says whether this backend's
 case needs one, `observe(jobs, backend, profile)` runs in the thread on the job system the case's `workloads`
 fixture will hand it, and the case takes what it returned from its `head_start` fixture.
 
@@ -23,12 +23,13 @@ from harness.backends import Backend
 from harness.core.errors import HarnessError
 from harness.jobs.system import JobSystem
 from harness.config.profile import Profile
+from harness.targets.target import Features
 
 MARKER = "head_start"
 MAX_S = 900.0  # a head start's own waits are bounded; waiting for one gives up after this much more than a case's
 
 Observe = Callable[[JobSystem, Backend, Profile], Any]
-Wanted = Callable[[Backend, str], bool]
+Wanted = Callable[[Backend, Features], bool]
 
 
 @dataclass
@@ -85,10 +86,10 @@ def backend_of(item: pytest.Item) -> str | None:
     return str(params.params["backend"]) if params is not None and "backend" in params.params else None
 
 
-def wanted_here(item: pytest.Item, backends: dict[str, Backend], target_kind: str) -> bool:
-    """The item is marked and its backend's case needs the head start on this kind of target."""
+def wanted_here(item: pytest.Item, backends: dict[str, Backend], target: Features) -> bool:
+    """The item is marked and its backend's case needs the head start on this target."""
     mark, name = marked(item), backend_of(item)
-    return mark is not None and name in backends and mark[1](backends[name], target_kind)
+    return mark is not None and name in backends and mark[1](backends[name], target)
 
 
 def skipped(item: pytest.Item) -> bool:
@@ -96,17 +97,17 @@ def skipped(item: pytest.Item) -> bool:
         m.args and m.args[0] is True for m in item.iter_markers("skipif"))
 
 
-def late_backends(items: list[pytest.Item], backends: dict[str, Backend], target_kind: str) -> set[str]:
+def late_backends(items: list[pytest.Item], backends: dict[str, Backend], target: Features) -> set[str]:
     """Backends whose cases go after the others': one of their cases has a head start, and other backends' cases
     (not only those that run last, like the audit) run beside it."""
-    names = {backend_of(i) for i in items if wanted_here(i, backends, target_kind) and not skipped(i)} - {None}
+    names = {backend_of(i) for i in items if wanted_here(i, backends, target) and not skipped(i)} - {None}
     beside = [i for i in items if backend_of(i) not in names and i.get_closest_marker("gpupoc_last") is None]
     return {str(n) for n in names} if beside else set()
 
 
-def order(item: pytest.Item, late: set[str], backends: dict[str, Backend], target_kind: str) -> tuple[bool, ...]:
+def order(item: pytest.Item, late: set[str], backends: dict[str, Backend], target: Features) -> tuple[bool, ...]:
     """Sort key: the cases that run last (the audit); before them the late backends' cases, the one with the head
     start first of those."""
     backend = backend_of(item)
     return (item.get_closest_marker("gpupoc_last") is not None, backend in late,
-            not (backend in late and wanted_here(item, backends, target_kind)))
+            not (backend in late and wanted_here(item, backends, target)))

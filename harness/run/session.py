@@ -24,7 +24,6 @@ from harness.run.environment import Down, EnvironmentWatch, Part
 from harness.run.keys import HEAD_STARTS_KEY, LATE_KEY, LOCK_KEY, TARGET_KEY, WATCH_KEY, run_config
 from harness.setup import preflight
 from harness.setup.queue_model import apply_queue_model, may_create_queue_model
-from harness.targets import sim
 from harness.targets.target import Target, connect
 
 SWEEP_TIMEOUT_S = 30.0
@@ -63,7 +62,7 @@ def connected(config: pytest.Config) -> Target:
         take_run_lock(config, found, cfg)
         preflight_or_exit(config, found, cfg)
         remember_tenant_secrets(config, found, cfg.profile)
-        logged = sim_faults if found.features.own_processes else None
+        logged = functools.partial(sim_faults, found) if found.features.own_processes else None
         config.stash[WATCH_KEY] = EnvironmentWatch(environment_parts(found), logged).start()
     return config.stash[TARGET_KEY]
 
@@ -75,10 +74,10 @@ def start_head_starts(session: pytest.Session, target: Target) -> None:
     for item in session.items:
         name, mark = headstart.backend_of(item), headstart.marked(item)
         if name not in late or mark is None or headstart.skipped(item) or \
-                not headstart.wanted_here(item, backend_registry.ALL, target.kind):
+                not headstart.wanted_here(item, backend_registry.ALL, target.features):
             continue
         backend = backend_registry.ALL[name]
-        if backend_unavailable(name, target.api) or backend.jobs_on_kubernetes:
+        if backend_unavailable(name, target) or backend.jobs_on_kubernetes:
             continue  # SKIP when its turn comes; only a job system outside Kubernetes needs no queue model first
         try:
             jobs = backend.job_system(target, cfg.profile, cfg.run_id, item.nodeid, cfg.apply_queue_model)
@@ -130,21 +129,19 @@ def take_run_lock(config: pytest.Config, target: Target, cfg: RunConfig) -> None
 def environment_parts(target: Target) -> list[Part]:
     """What the environment watch samples: on the sim, each of its processes (running, not frozen). On other
     targets the seam and the Prometheus client see outages of what they call."""
-    if not target.features.own_processes:
-        return []
-    return [Part(name, functools.partial(sim.component_problem, name)) for name in sim.component_names()]
+    return [Part(name, problem) for name, problem in target.component_checks()]
 
 
-def sim_faults() -> list[Down]:
-    return [Down(f["component"], f["problem"], f["from"], f["to"], injected=True) for f in sim.faults_injected()]
+def sim_faults(target: Target) -> list[Down]:
+    return [Down(f["component"], f["problem"], f["from"], f["to"], injected=True) for f in target.faults_injected()]
 
 
 _AVAILABILITY: dict[str, str | None] = {}  # backend -> why it is skipped here, asked once a run
 
 
-def backend_unavailable(name: str, api: client.ApiClient) -> str | None:
+def backend_unavailable(name: str, target: Target) -> str | None:
     if name not in _AVAILABILITY:
-        _AVAILABILITY[name] = backend_registry.ALL[name].unavailable_reason(api)
+        _AVAILABILITY[name] = backend_registry.ALL[name].unavailable_reason(target)
     return _AVAILABILITY[name]
 
 
@@ -197,5 +194,4 @@ def end_of_run(session: pytest.Session) -> None:
                 session.config.get_terminal_writer().line(f"gpupoc: run lock not released ({exc}); it expires by "
                                                           "itself", yellow=True)
         write_requests_seen(session.config, target)
-        if target.started_sim:
-            sim.down(say=lambda _: None)
+        target.stop_if_started()

@@ -26,7 +26,6 @@ from harness.config.profile import Profile, ScaleSpec
 from harness.cluster.prometheus import Prometheus
 from harness.setup.queue_model import apply_queue_model
 from harness.record import operations
-from harness.targets import sim
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 
@@ -90,9 +89,8 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
         if target.features.adds_nodes and spec.nodes > have:
             started = time.monotonic()
             with target.seam.requests.not_the_runners():  # the sim's own nodes: not the runner's job
-                added = sim.add_nodes(client.CoreV1Api(target.admin_api), spec.nodes - have,
-                                      sim.GpuSpec(count=profile.gpu.per_node), dra_devices=False)
-                sim.wait_nodes_ready(core, added, timeout_s=max(120.0, spec.nodes / 2))
+                added = target.add_gpu_nodes(spec.nodes - have, profile.gpu.per_node,
+                                             timeout_s=max(120.0, spec.nodes / 2))
             say(f"added {len(added)} simulated GPU nodes in {time.monotonic() - started:.1f}s")
         total = have + len(added)
         if apply_model:
@@ -106,7 +104,7 @@ def scaled_cluster(target: Target, profile: Profile, spec: ScaleSpec, apply_mode
                 apply_queue_model(target.as_admin(), profile, say=lambda _: None, slurm=False)
         if added:
             with target.seam.requests.not_the_runners():
-                sim.remove_nodes(client.CoreV1Api(target.admin_api), added)
+                target.remove_nodes(added)
 
 
 class FirstAdmission:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from kubernetes import client
 
 from harness.core.errors import HarnessError
 from harness.jobs.service import SERVICE_PORT
-from harness.targets import sim
+from harness.targets.target import DataPlane
 from harness.cluster.wait import poll
 
 UNSEEN_PROXY_SYNC_S = 2.0
@@ -83,6 +83,7 @@ class Traffic:
     netns: str | None
     base_url: str | None = None
     proxy_metrics: str | None = None
+    enter: Callable[[], None] | None = None  # moves a client process into `netns` before it runs
 
     def wait_programmed(self, since: float, timeout_s: float = 10.0) -> float:
         """Until kube-proxy has programmed every change it had queued, one of them queued at `since` or later (epoch
@@ -128,10 +129,9 @@ class Traffic:
     def start(self, argv: Sequence[str], out: Path, env: dict[str, str] | None = None,
               cwd: Path | None = None) -> subprocess.Popen[str]:
         """Start a client process where the traffic must come from; stdout to `out`."""
-        name = self.netns
-        enter = (lambda: sim.enter_netns_for_exec(name)) if name else None
         with out.open("w") as sink:
-            process = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT, text=True, preexec_fn=enter,
+            process = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT, text=True,
+                                       preexec_fn=self.enter,
                                        env=env, cwd=cwd)
         _STARTED.append(process)
         return process
@@ -163,8 +163,6 @@ def stop_clients() -> None:
     _STARTED.clear()
 
 
-def sim_traffic(name: str | None, proxy_metrics_port: int | None = None) -> Traffic | None:
-    """The sim's traffic: inside its namespace, when it runs a data plane."""
-    if not name or not sim.netns_exists(name):
-        return None
-    return Traffic(name, proxy_metrics=f"http://127.0.0.1:{proxy_metrics_port}/metrics" if proxy_metrics_port else None)
+def inside(plane: DataPlane) -> Traffic:
+    """Traffic from inside the sim's data plane (its network namespace)."""
+    return Traffic(plane.netns, proxy_metrics=plane.proxy_metrics_url, enter=plane.enter)

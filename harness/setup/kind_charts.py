@@ -23,7 +23,7 @@ from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, Resour
 
 from harness.core.errors import BuildError, ConfigError
 from harness.core import paths
-from harness.targets.sim import Pins
+from harness.config.versions import Pins
 
 HELM = "helm"
 MANIFESTS = "manifests"

@@ -26,7 +26,6 @@ from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
 from harness.setup.references import QUEUE_KINDS, missing_references
 from harness.config.workloads import WorkloadSpec
-from harness.targets import sim as the_sim
 from harness.targets.target import Target
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
@@ -119,11 +118,11 @@ def queue_state_problem(kind: str, queue: dict[str, Any]) -> str | None:
     return None
 
 
-def backend_checks(api: client.ApiClient, cfg: RunConfig, queue_model_kept: bool) -> list[Check]:
-    checks = []
+def backend_checks(target: Target, cfg: RunConfig, queue_model_kept: bool) -> list[Check]:
+    checks, api = [], target.api
     for name in cfg.backends:
         backend = registry.ALL[name]
-        reason = backend.unavailable_reason(api)
+        reason = backend.unavailable_reason(target)
         checks.append(Check("backend", f"{name}: CRDs served, controller running", OK if reason is None else WARN,
                             "" if reason is None else f"{reason}; its cases are SKIP (install it, or drop it from "
                                                       "--backends)"))
@@ -241,7 +240,7 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
             runner_manifests(cfg.profile, "runner/runner", cfg.run_lock)))
     say("preflight: backends and queues")
     try:
-        checks += backend_checks(target.api, cfg, queue_model_kept=not cfg.apply_queue_model)
+        checks += backend_checks(target, cfg, queue_model_kept=not cfg.apply_queue_model)
         checks += gpu_checks(target.api, cfg.profile.gpu.resource)
     except client.ApiException as exc:
         checks.append(Check("api", f"a read the checks need was refused: {exc.status} {exc.reason}", MISSING,
@@ -249,8 +248,7 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
     say("preflight: Prometheus")
     checks += prometheus_checks(target.prometheus_url, cfg.backends)
     # the sim reached through a kubeconfig or from a pod (as the runner's role is tested) runs the sim's workloads too
-    sim_workloads = target.features.runs_sim_workloads or the_sim.is_the_sim(target.api)
-    checks += workload_checks(cfg.profile.workloads, sim_workloads)
+    checks += workload_checks(cfg.profile.workloads, target.features.runs_sim_workloads)
     return checks
 
 

@@ -70,7 +70,7 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
     if not may_create_queue_model(target):
         raise ConfigError(f"context {target.context} is not the sim or a kind cluster: on staging the cluster owns "
                           "its queue model; point the profile's tenants[].queues at the existing queues instead")
-    available = backends.detect(target.api, tuple(QUEUE_TEMPLATES))
+    available = backends.detect(target, tuple(QUEUE_TEMPLATES))
     present = [name for name, reason in available.items() if reason is None]
     for name, reason in available.items():
         if reason:
@@ -86,7 +86,7 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
 def apply_slurm_model(target: Target, profile: Profile, say: Callable[[str], None]) -> list[str]:
     """The sim's Slurm, when it runs one: accounts, users and QOS from the profile (sacctmgr)."""
     slurm = backends.ALL.get("slurm")
-    if not target.features.own_processes or not isinstance(slurm, SlurmBackend) or slurm.unavailable_reason(target.api):
+    if not target.features.own_processes or not isinstance(slurm, SlurmBackend) or slurm.unavailable_reason(target):
         return []
     slurm.apply_reference_model(profile)
     accounts = sorted(accounts_of(profile).values())

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness.core.errors import BuildError, ConfigError
 from harness.core import paths
-from harness.sim.versions import Pins, load_pins
+from harness.config.versions import Pins, load_pins
 
 LOG_TAIL_LINES = 25
 # Staging modules that only hold examples: no binary imports them and the proxy does not serve them all.

@@ -24,7 +24,7 @@ from harness.sim.components import binary
 from harness.sim.config import ports_from_env
 from harness.cluster.apply import served_crds
 from harness.cluster.wait import poll
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 
 # scheduler -> (its process on the sim, its module, the CRD directory in it, the program's name when pinned)
 SCHEDULERS = {"kueue": ("kueue", KUEUE_MODULE, "config/components/crd/bases", "kueue"),

@@ -19,7 +19,7 @@ from harness.sim import crds, files, kai_sharing, karpenter, kueue, pki
 from harness.core import paths
 from harness.sim.components import CLIENT_RATE, Component, Layout, binary
 from harness.sim.config import Ports
-from harness.sim.versions import Pins, load_pins
+from harness.config.versions import Pins, load_pins
 
 VOLCANO_SCHEDULER_CONF = """\
 actions: "enqueue, allocate, preempt, reclaim, backfill"

@@ -29,7 +29,7 @@ from harness.sim.slurm import daemons as _slurm
 from harness.sim import releases as _releases
 from harness.sim import standin as _standin
 from harness.sim.worker_sims import worker_sims
-from harness.sim.versions import Pins, load_pins
+from harness.config.versions import Pins, load_pins
 
 __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUCT", "DEFAULT_GPUS_PER_NODE",
            "DEFAULT_NODES", "GpuSpec", "Pins", "PORT_BASE_ENV", "SCHEDULERS_ENV", "SimConfig", "add_nodes",
@@ -85,7 +85,8 @@ def slurm_site(api_host: str) -> SlurmSite | None:
     return SlurmSite(f"http://127.0.0.1:{ports.slurmrestd}", lambda user: _slurm.token(slurm_lay, user),
                      _slurm.PARTITION, gpu_type=_gpu_type_of(slurm_lay.conf),
                      fail_node=lambda node, reason: _slurm.fail_node(slurm_lay, node, reason),
-                     end_jobs=_slurm.end_jobs)
+                     end_jobs=_slurm.end_jobs, usage_from_zero=slurm_ranking_from_zero,
+                     apply_model=slurm_apply_reference_model)
 
 
 def slurm_ranking_from_zero(accounts: list[str]) -> float:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import urllib3
 from kubernetes import client, config as kube_config
@@ -15,6 +19,7 @@ from harness.config import options as config
 from harness.config.options import IN_CLUSTER_CONTEXT, SIM_CONTEXT, RunConfig, in_cluster, kubeconfig_contexts
 from harness.core.errors import ConfigError, HarnessError
 from harness.cluster.seam import ClusterSeam
+from harness.jobs.slurm.system import SlurmSite
 from harness.targets import sim
 from harness.targets.identity import ROLE_DROP_ENV, runner_client
 
@@ -39,15 +44,35 @@ SIM_FEATURES = Features(simulated_gpus=True, own_processes=True, adds_nodes=True
                         runner_is_admin=True, creates_queue_model=True, runs_sim_workloads=True)
 
 
-def features_of(kind: str, context: str) -> Features:
+def features_of(kind: str, context: str, on_sim: bool = False) -> Features:
+    """`on_sim`: the API server is the sim's, reached through a kubeconfig or from a pod (as the runner's role is
+    tested): its nodes run the sim's workloads, though the runner is not the one who made it."""
     if kind == "sim":
         return SIM_FEATURES
     return Features(simulated_gpus=False, own_processes=False, adds_nodes=False, audit_log_file=False,
-                    runner_is_admin=False, creates_queue_model=context.startswith("kind-"))
+                    runner_is_admin=False, creates_queue_model=context.startswith("kind-"), runs_sim_workloads=on_sim)
+
+
+def planned_features(cfg: RunConfig) -> Features:
+    """What the target a run is configured for will offer, before it is connected (collection orders its cases)."""
+    return features_of("sim" if cfg.targets_sim else "kubeconfig", cfg.context or "")
+
+
+@dataclass(frozen=True)
+class DataPlane:
+    """Where pod and Service addresses answer from: the sim's network namespace, entered by a child process before
+    it runs (`enter`), and kube-proxy's metrics (when its rules for a Service are programmed)."""
+
+    netns: str
+    enter: Callable[[], None]
+    proxy_metrics_url: str | None
 
 
 @dataclass(frozen=True)
 class Target:
+    """The cluster under test and what can be done to it. Code outside harness/targets/ asks it (its features and
+    operations), never its kind: what differs between the sim and a cluster is decided here."""
+
     kind: str           # sim | kubeconfig | in-cluster
     context: str
     api: client.ApiClient
@@ -56,10 +81,11 @@ class Target:
     seam: ClusterSeam
     started_sim: bool = False  # this process started the sim, so it stops it at the end
     admin: client.ApiClient | None = None  # the sim admin's, where the runner runs as its own ServiceAccount
+    on_sim: bool = False  # its API server is this user's sim, however reached (also another identity's kubeconfig)
 
     @property
     def features(self) -> Features:
-        return features_of(self.kind, self.context)
+        return features_of(self.kind, self.context, self.on_sim)
 
     @property
     def admin_api(self) -> client.ApiClient:
@@ -75,6 +101,70 @@ class Target:
     @property
     def host(self) -> str:
         return str(self.api.configuration.host)
+
+    # What the sim does by its processes; a cluster's answers come through its API (or it has none: None, []).
+    def controllers_down(self, names: tuple[str, ...]) -> list[str]:
+        """Those of the sim's processes `names` that are not running; [] on a cluster (its controllers are
+        Deployments, asked through the API by whoever needs them)."""
+        return sim.controllers_down(names) if self.on_sim else []
+
+    def audit_log(self) -> tuple[Path, list[str]] | None:
+        """The API server's audit log file and the arguments it was started with, where the harness runs it."""
+        if not self.features.audit_log_file:
+            return None
+        return sim.audit_log(), sim.component_argv("kube-apiserver")
+
+    def add_gpu_nodes(self, count: int, gpus_per_node: int, timeout_s: float) -> list[str]:
+        """`count` simulated GPU nodes, Ready (as the admin: the sim's own nodes); their names."""
+        if not self.features.adds_nodes:
+            raise HarnessError(f"{self.context}: nodes are not added here; the cluster runs on the nodes it has")
+        added: list[str] = sim.add_nodes(client.CoreV1Api(self.admin_api), count, sim.GpuSpec(count=gpus_per_node),
+                                         dra_devices=False)
+        sim.wait_nodes_ready(client.CoreV1Api(self.api), added, timeout_s=timeout_s)
+        return added
+
+    def remove_nodes(self, names: list[str]) -> None:
+        sim.remove_nodes(client.CoreV1Api(self.admin_api), names)
+
+    def data_plane(self) -> DataPlane | None:
+        """The sim's data plane, when it runs one (`gpupoc sim up --no-serving` does not); None on a cluster, whose
+        Services are reached through the profile's inference URL."""
+        name = sim.data_plane_netns() if self.on_sim else None
+        if not name or not sim.netns_exists(name):
+            return None
+        port = sim.kube_proxy_metrics_port()
+        return DataPlane(name, lambda: sim.enter_netns_for_exec(name),
+                         f"http://127.0.0.1:{port}/metrics" if port else None)
+
+    def slurm_site(self) -> SlurmSite | None:
+        """The sim's Slurm, when the sim runs one and is this target."""
+        return sim.slurm_site(self.host) if self.on_sim else None
+
+    @contextmanager
+    def worker_clusters(self, count: int, gpus_per_node: int) -> Iterator[Any]:
+        """`count` clusters beside this one for the multicluster case: worker sims, made and removed here."""
+        if not self.features.own_processes:
+            raise HarnessError(f"{self.context}: worker clusters are made only beside the sim")
+        with sim.worker_sims(count, gpus_per_node) as sims:
+            yield sims
+
+    def component_versions(self) -> list[tuple[str, str]]:
+        """(name, version) of the sim's components; [] elsewhere (a cluster's are read from its Deployments)."""
+        return [(s.name, s.version) for s in sim.status()] if self.features.own_processes else []
+
+    def component_checks(self) -> list[tuple[str, Callable[[], str | None]]]:
+        """(name, its problem now or None) of each of the sim's processes; [] elsewhere."""
+        if not self.features.own_processes:
+            return []
+        return [(name, functools.partial(sim.component_problem, name)) for name in sim.component_names()]
+
+    def faults_injected(self) -> list[dict[str, Any]]:
+        return list(sim.faults_injected()) if self.features.own_processes else []
+
+    def stop_if_started(self) -> None:
+        """The sim this process started, brought down at the end of the run."""
+        if self.started_sim:
+            sim.down(say=lambda _: None)
 
 
 def _api_for(cfg: RunConfig) -> tuple[str, str, client.ApiClient, bool]:
@@ -130,7 +220,8 @@ def connect(cfg: RunConfig) -> Target:
                                         make_namespaces=cfg.apply_queue_model)
     seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if features_of(kind, context).own_processes else None)
-    return Target(kind, context, seam.api, prometheus, str(version), seam, started, admin)
+    return Target(kind, context, seam.api, prometheus, str(version), seam, started, admin,
+                  on_sim=kind == "sim" or sim.is_the_sim(api))
 
 
 def _csv_env(name: str) -> tuple[str, ...]:

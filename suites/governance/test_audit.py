@@ -25,7 +25,6 @@ from harness.criteria.governance.audit import CRITERION
 from harness.config.profile import Profile
 from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
-from harness.targets import sim
 from harness.jobs.slurm.system import AUDIT_GROUP, accounting_entry, settled_accounting
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -38,12 +37,12 @@ ROWS_SHOWN = 200
 
 def audit_source(target: Target) -> tuple[list[Path], dict[str, str]]:
     """The audit log files (rotated backups first) and the API server's audit flags; SKIP where unknown."""
-    if not target.features.audit_log_file:
+    source = target.audit_log()
+    if source is None:
         pytest.skip("no audit log source for this target: the harness reads the API server's log file on the sim; "
                     "a real cluster's log path or webhook sink is not configured in gpupoc yet")
-    log = sim.audit_log()
+    log, argv = source
     files = sorted(log.parent.glob(f"{log.stem}-*{log.suffix}")) + [log]
-    argv = sim.component_argv("kube-apiserver")
     flags = {a[2:].split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("--audit-") and "=" in a}
     return files, flags
 

@@ -30,7 +30,6 @@ from harness.jobs.kubernetes import Workloads
 from harness.jobs.model import GangJob, GpuShare
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
-from harness.targets import sim
 from harness.targets.target import Target
 from suites.governance.common import queue_gpus, queue_held
 from suites.training.common import LONG_RUN_S, belongs, require
@@ -43,8 +42,9 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
                              evidence: Callable[[str], Evidence]) -> None:
     profile, ev = queue_model, evidence(CRITERION.id)
     require(target, backend, GPU_SHARING)
-    if target.kind == "sim" and sim.controllers_down(SIM_SHARING):
-        pytest.skip(f"the sim runs without {', '.join(sim.controllers_down(SIM_SHARING))}: gpupoc sim down, "
+    down = target.controllers_down(SIM_SHARING)
+    if down:
+        pytest.skip(f"the sim runs without {', '.join(down)}: gpupoc sim down, "
                     "then gpupoc sim up (KAI's GPU sharing starts with KAI)")
     if len(profile.tenants) < 2:
         pytest.skip("the profile has one tenant: sharing between tenants needs two")
@@ -65,7 +65,7 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
         workloads.submit(job)
     ev.note("asked: " + ", ".join(f"{j.name} ({j.tenant.name}) {j.gpu_share}" for j in jobs)
             + f"; device memory {memory} MiB ({GFD_MEMORY})")
-    if target.kind == "sim":
+    if target.features.simulated_gpus:
         ev.note("simulated: the GPU UUIDs are written by the sim's device side (harness/sim/gpu_reservations.py); "
                 "the placement, the fractions given and the queue charges are KAI's own")
     pods = {t.namespace: workloads.members(t.namespace) for t in (first, second)}

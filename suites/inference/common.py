@@ -18,10 +18,9 @@ from harness.cluster.refusals import not_created, not_started
 from harness.criteria.inference.service_discovery import published
 from harness.config.profile import Profile
 from harness.jobs.service import APP_LABEL, PORT_NAME, TRACK_LABEL, ModelService
-from harness.targets import sim
 from harness.targets.target import Target
 from harness.cluster.tracker import Objects, Tracker
-from harness.serving.traffic import Traffic, sim_traffic
+from harness.serving.traffic import Traffic, inside
 from harness.jobs.kubernetes import Workloads
 from suites.training.common import require
 
@@ -31,11 +30,11 @@ __all__ = ["require", "SERVING", "SERVED_MODEL", "deploy", "traffic_for", "ready
 
 def traffic_for(target: Target, profile: Profile) -> Traffic:
     """Where probe and load come from, or SKIP with the reason nothing can reach the Service from here."""
-    if sim.is_the_sim(target.api):  # the sim, also when reached through another identity's kubeconfig
-        traffic = sim_traffic(sim.data_plane_netns(), sim.kube_proxy_metrics_port())
-        if traffic is None:
+    if target.features.runs_sim_workloads:  # the sim, also when reached through another identity's kubeconfig
+        plane = target.data_plane()
+        if plane is None:
             pytest.skip("the sim runs without its data plane (`gpupoc sim up --no-serving`): no Service answers")
-        return traffic
+        return inside(plane)
     if profile.inference_url:
         return Traffic(None, profile.inference_url)
     pytest.skip("no route to the model Service from here: set inference.url in the profile (an ingress or gateway "

@@ -34,7 +34,6 @@ from harness.jobs.model import JOB_LABEL, SUCCEEDED, GangJob
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
 from harness.setup.multicluster import CA_BY_PATH_ENV, QUEUE, connect, disconnect, tenant_on_queue
-from harness.targets import sim
 from harness.targets.target import Target
 from suites.training.common import require
 
@@ -56,10 +55,10 @@ def test_multicluster(target: Target, backend: Backend, workloads: JobSystem, qu
 @contextlib.contextmanager
 def worker_clusters(target: Target, profile: Profile) -> Iterator[tuple[list[OtherCluster], Callable[[str], str]]]:
     """The worker clusters and how to take one away: on the sim, worker sims this case brings up and down."""
-    if target.kind != "sim":
+    if not target.features.own_processes:
         pytest.skip("one queue over clusters needs worker clusters: on the sim the case starts them; naming a real "
                     "cluster's workers in the profile is not built")
-    with sim.worker_sims(WORKERS, profile.gpu.per_node) as sims:
+    with target.worker_clusters(WORKERS, profile.gpu.per_node) as sims:
         by_name = {s.name: s for s in sims}
         yield [s.cluster() for s in sims], lambda name: by_name[name].down()
 

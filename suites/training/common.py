@@ -22,7 +22,7 @@ LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases th
 def require(target: Target, backend: Backend, *capabilities: str) -> None:
     """SKIP, with the backend's reason, when it lacks a capability this case needs on this target."""
     for capability in capabilities:
-        reason = backend.lacks(capability, target.kind)
+        reason = backend.lacks(capability, target.features)
         if reason:
             pytest.skip(reason)
 

@@ -30,7 +30,6 @@ from harness.jobs.kubernetes import Workloads
 from harness.jobs.model import GangJob
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
-from harness.targets import sim
 from harness.targets.target import Target
 from suites.training.common import LONG_RUN_S, belongs, require
 
@@ -44,7 +43,7 @@ def test_capacity_elasticity(target: Target, backend: Backend, workloads: JobSys
     if pool is None:
         pytest.skip("the profile names no autoscaled GPU pool (gpu.autoscaled: its node selector and tolerations)")
     require(target, backend, AUTOSCALING)
-    if target.kind == "sim" and sim.controllers_down(("karpenter",)):
+    if target.controllers_down(("karpenter",)):
         pytest.skip("the sim runs without its autoscaler: gpupoc sim build --with karpenter, then "
                     "gpupoc sim up --schedulers ...,karpenter")
     assert isinstance(workloads, Workloads)  # a backend with AUTOSCALING runs its jobs on Kubernetes

@@ -60,7 +60,7 @@ def test_dra_allocation(target: Target, backend: Backend, workloads: JobSystem, 
 
     within = jobs("dra", tenant, limit // per_job)
     placed = claimed(workloads, profile, ev, within)
-    quota = not backend.lacks(QUEUE_QUOTA, target.kind) and tenant.limit_gpus is not None \
+    quota = not backend.lacks(QUEUE_QUOTA, target.features) and tenant.limit_gpus is not None \
         and capacity - limit >= per_job
     if quota:
         [over] = jobs("dra-over", tenant, 1)
@@ -76,7 +76,7 @@ def test_dra_allocation(target: Target, backend: Backend, workloads: JobSystem, 
         pods.wait_until(f"the pods of {over.name} gone", lambda o: not any(belongs(p, over) for p in o.values()),
                         profile.timeouts.delete)
     else:
-        ev.not_checked("max_gpus_over_limit", backend.lacks(QUEUE_QUOTA, target.kind) or
+        ev.not_checked("max_gpus_over_limit", backend.lacks(QUEUE_QUOTA, target.features) or
                        f"{tenant.name} has no GPU limit below the {capacity} devices published")
     rest = jobs("dra-rest", owner, (capacity - limit) // per_job) if placed else []
     if rest:

@@ -38,7 +38,7 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
                for i in range(gpu_nodes(workloads, profile))]
     urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, priority_class=priorities.high_priority_class,
                      run_for_s=LONG_RUN_S)
-    counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.kind)
+    counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.features)
     preemption = backend.preemption_counter()
     before = counter(prometheus, preemption.promql) if preemption and not counter_lacking else 0.0
     started = time.time()

@@ -37,7 +37,7 @@ from harness.criteria.training.queue_fairness import CRITERION
 from harness.run.headstart import MAX_S, HeadStart
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.targets.target import Target
+from harness.targets.target import Features, Target
 from harness.jobs.system import JobSystem
 from harness.core.timeline import running_intervals
 from suites.training.common import (attach_timeline, bound_pods, first_seen, gpu_nodes, require,
@@ -186,16 +186,16 @@ def judge_ranked(seen: RankedContention, workloads: JobSystem, backend: Backend,
     ev.verdict()
 
 
-def ranks_by_usage(backend: Backend, target_kind: str) -> bool:
+def ranks_by_usage(backend: Backend, target: Features) -> bool:
     """Its fairness is judged over ranking periods, which are long enough to observe beside the other cases."""
-    return bool(backend.lacks(PROMPT_FAIR_SHARE, target_kind)) and not backend.lacks(RANKED_FAIR_SHARE, target_kind)
+    return bool(backend.lacks(PROMPT_FAIR_SHARE, target)) and not backend.lacks(RANKED_FAIR_SHARE, target)
 
 
 @pytest.mark.head_start(contend_ranked, ranks_by_usage)
 def test_queue_fairness(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                         evidence: Callable[[str], Evidence], head_start: HeadStart | None) -> None:
     require(target, backend, JOBS_COMPLETE)
-    not_prompt = backend.lacks(PROMPT_FAIR_SHARE, target.kind)
+    not_prompt = backend.lacks(PROMPT_FAIR_SHARE, target.features)
     if not not_prompt:
         run_fairness(workloads, queue_model, evidence(CRITERION.id))
         return

@@ -69,7 +69,7 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
     require(target, backend, JOBS_COMPLETE)
     profile, ev = queue_model, evidence(CRITERION.id)
     histogram = backend.wait_histogram()
-    lacking = backend.lacks(WAIT_HISTOGRAM, target.kind)
+    lacking = backend.lacks(WAIT_HISTOGRAM, target.features)
     baseline = ({} if histogram is None or lacking else
                 scraped_after(prometheus, histogram, time.time(), profile.timeouts.metric, required=False))
     per_node = profile.gpu.per_node

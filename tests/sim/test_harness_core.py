@@ -29,8 +29,8 @@ from tests.fixtures.interrupt import interruptible
 FINAL_ON_SIM = "succeeded"  # every backend's job ends so on the sim (the kueue-volcano pair's too)
 
 
-def test_detection_finds_the_sim_stack_and_says_why_a_backend_is_absent(sim_api: client.ApiClient) -> None:
-    found = backends.detect(sim_api, ("volcano", "kueue", "kuberay", "kai", "default"))
+def test_detection_finds_the_sim_stack_and_says_why_a_backend_is_absent(target: Target) -> None:
+    found = backends.detect(target, ("volcano", "kueue", "kuberay", "kai", "default"))
     kai = {"kai"} if cluster.component_running("kai-scheduler") else set()
     expected = {"volcano", "kueue", "kuberay", "default"} | kai
     assert {name for name, reason in found.items() if reason is None} == expected, found

@@ -61,7 +61,7 @@ def test_the_probe_runs_inside_the_sims_namespace_and_refuses_pod_addresses_from
     assert refuse_reason("127.0.0.1") is None
     with netns.entered(name):
         assert netns.current_inode() == netns.inode(name) != host
-    probe = Traffic(name).probe("http://127.0.0.1:9/", rate=1, duration_s=1, out=tmp_path / "probe.jsonl")
+    probe = Traffic(name, enter=lambda: netns.enter_for_exec(name)).probe("http://127.0.0.1:9/", rate=1, duration_s=1, out=tmp_path / "probe.jsonl")
     probe.samples(30)
     assert probe.netns_inode == netns.inode(name) != host  # the probe ran inside the sim's namespace
 

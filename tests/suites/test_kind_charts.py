@@ -18,7 +18,7 @@ from harness.cluster.cleanup import delete_namespace
 from harness.config.options import RunConfig
 from harness.core.errors import BuildError, ConfigError
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 
 pytestmark = pytest.mark.sim
 

@@ -21,6 +21,7 @@ from harness.record.model import load_record
 from harness.sim import cluster
 from harness.sim.slurm import daemons as sim_slurm
 from harness.jobs.slurm.system import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
+from harness.targets.target import Target
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admission, short_admit_timeout
 
@@ -101,10 +102,10 @@ def fails_on_slurm(case: str, *said: str, args: tuple[str, ...] = ()) -> str:
 
 
 @pytest.fixture()
-def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, sim_api: client.ApiClient) -> Iterator[None]:
+def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, target: Target) -> Iterator[None]:
     yield
     backend = ALL["slurm"]
-    assert isinstance(backend, SlurmBackend) and backend.unavailable_reason(sim_api) is None  # finds the sim's Slurm
+    assert isinstance(backend, SlurmBackend) and backend.unavailable_reason(target) is None  # finds the sim's Slurm
     backend.apply_reference_model(load_profile(SIM_PROFILE))
 
 

@@ -138,6 +138,59 @@ def test_the_check_fails_on_a_planted_circle_and_an_upward_arrow(tmp_path: Path)
     assert forbidden(edges) == [("harness.core.errors", "harness.cluster.seam")]
 
 
+SUITES = HARNESS.parent / "suites"
+# Where the sim is named: its own package, the targets (the sim is one of them) and the CLI (`gpupoc sim ...`).
+SIM_SIDE = ("harness/sim/", "harness/targets/", "harness/cli/")
+TARGET_KINDS = {"sim", "kubeconfig", "in-cluster"}
+KIND_QUESTIONS = {"targets_sim", "on_sim", "is_the_sim"}  # how else a module would ask "is this the sim?"
+
+
+def outside_the_sim_side() -> list[Path]:
+    return [p for p in [*HARNESS.rglob("*.py"), *SUITES.rglob("*.py")]
+            if not str(p.relative_to(HARNESS.parent)).startswith(SIM_SIDE)]
+
+
+def asks_the_kind(tree: ast.AST) -> list[int]:
+    """Lines that compare something's kind with a target kind, or ask one of KIND_QUESTIONS."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            kinds = any(isinstance(o, ast.Constant) and o.value in TARGET_KINDS for o in operands)
+            named = any(isinstance(o, ast.Attribute) and o.attr == "kind" or isinstance(o, ast.Name) and
+                        o.id.endswith("kind") for o in operands)
+            if kinds and named:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_QUESTIONS and \
+                not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_targets_and_the_cli_reach_the_sim() -> None:
+    """Code is handed the target; what the sim does (its processes, nodes, namespaces, Slurm) is the target's."""
+    reach = [f"{p.relative_to(HARNESS.parent)}: {name}" for p in outside_the_sim_side()
+             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, (ast.Import, ast.ImportFrom))
+             for name in ([node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                          if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+             if name in ("harness.targets.sim", "harness.sim") or name.startswith("harness.sim.")]
+    assert not reach, "imports of the sim outside harness/targets/ and harness/cli/:\n" + "\n".join(reach)
+
+
+def test_no_module_outside_the_targets_asks_what_kind_of_target_it_has() -> None:
+    """What differs between the sim, a kubeconfig cluster and in-cluster is decided in harness/targets/ (Target's
+    features and operations); harness/config/ defines the configured kind and may name it."""
+    asked = [f"{p.relative_to(HARNESS.parent)}:{line}" for p in outside_the_sim_side()
+             if not str(p.relative_to(HARNESS.parent)).startswith("harness/config/")
+             for line in asks_the_kind(ast.parse(p.read_text()))]
+    assert not asked, "asks the target's kind (ask target.features or a Target operation):\n" + "\n".join(asked)
+
+
+def test_the_kind_check_finds_a_planted_question() -> None:
+    planted = ast.parse('if target.kind == "sim":\n    pass\nif cfg.targets_sim or x == "exact":\n    pass\n')
+    assert asks_the_kind(planted) == [1, 3]
+
+
 @pytest.mark.parametrize("package", [p.name for p in HARNESS.iterdir() if (p / "__init__.py").exists()])
 def test_every_package_is_on_a_floor(package: str) -> None:
     floor_of(f"harness.{package}")

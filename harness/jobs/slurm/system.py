@@ -191,6 +191,10 @@ class SlurmSite:
     fail_node: Callable[[str, str], None] | None = None  # (node, reason): the sim's; a site's nodes are not failed
     # (job ids, timeout): end those jobs' batch scripts on their nodes, slurmctld or not (the sim's)
     end_jobs: Callable[[list[int], float], None] | None = None
+    # (accounts): their recorded usage set to zero, once slurmctld ranks on it; gives its ranking period (the sim's)
+    usage_from_zero: Callable[[list[str]], float] | None = None
+    # (rows, cluster GPUs): accounts, users and QOS applied with sacctmgr as the Slurm administrator (the sim's)
+    apply_model: Callable[[list[dict[str, Any]], int], None] | None = None
     api: str = ""  # the openapi version to speak (GPUPOC_SLURM_API); '' the newest both it and the harness speak
 
 

@@ -15,6 +15,7 @@ from harness.jobs.model import GangJob
 from harness.jobs.service import ModelService
 from harness.config.profile import load_profile
 from harness.core.paths import REPO_ROOT
+from harness.targets.target import SIM_FEATURES
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "recorded"
 
@@ -166,8 +167,8 @@ def test_kuberay_resizes_an_elastic_ray_cluster_and_the_others_say_why_not(team:
     assert elastic.is_worker({"metadata": {"labels": {"ray.io/node-type": "worker"}}})
     assert not elastic.is_worker({"metadata": {"labels": {"ray.io/node-type": "head"}}})
     for name in ("default", "kueue", "volcano", "kai", "slurm"):
-        assert "not built" in (backends.ALL[name].lacks("elastic workers", "sim") or "")
-    assert backends.ALL["kuberay"].lacks("elastic workers", "sim") is None
+        assert "not built" in (backends.ALL[name].lacks("elastic workers", SIM_FEATURES) or "")
+    assert backends.ALL["kuberay"].lacks("elastic workers", SIM_FEATURES) is None
 
 
 def test_kueue_in_front_of_volcano_queues_the_job_and_names_volcano_for_its_gang(team: Any) -> None:
@@ -178,7 +179,7 @@ def test_kueue_in_front_of_volcano_queues_the_job_and_names_volcano_for_its_gang
     assert (job["kind"], job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]) == ("Job", "team-a")
     assert job["metadata"]["annotations"] == {"scheduling.volcano.sh/group-min-member": "2"}
     assert job["spec"]["template"]["spec"]["schedulerName"] == "volcano"
-    assert pair.sim_schedulers == ("kueue", "volcano") and pair.lacks("combined schedulers", "sim") is None
-    assert backends.ALL["kueue"].lacks("combined schedulers", "sim") is None  # Kueue in front of kube-scheduler
-    assert all(backends.ALL[n].lacks("combined schedulers", "sim") for n in backends.ALL
+    assert pair.sim_schedulers == ("kueue", "volcano") and pair.lacks("combined schedulers", SIM_FEATURES) is None
+    assert backends.ALL["kueue"].lacks("combined schedulers", SIM_FEATURES) is None  # Kueue before kube-scheduler
+    assert all(backends.ALL[n].lacks("combined schedulers", SIM_FEATURES) for n in backends.ALL
                if n not in ("kueue-volcano", "kueue"))

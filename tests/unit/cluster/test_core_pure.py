@@ -111,9 +111,9 @@ def test_inventory_provider_dcgm_and_nvidia_smi() -> None:
 
 
 def test_destructive_steps_need_the_sim_or_an_allowed_context() -> None:
-    assert destructive_refusal("sim", "gpupoc-sim", (), "fail a pod") is None
-    assert destructive_refusal("kubeconfig", "staging-1", ("staging-1",), "fail a pod") is None
-    reason = destructive_refusal("kubeconfig", "staging-1", (), "fail a pod")
+    assert destructive_refusal(True, "gpupoc-sim", (), "fail a pod") is None
+    assert destructive_refusal(False, "staging-1", ("staging-1",), "fail a pod") is None
+    reason = destructive_refusal(False, "staging-1", (), "fail a pod")
     assert reason is not None and "--allow-destructive staging-1" in reason
     with pytest.raises(NotAllowed, match="not created by gpupoc"):
         require_ours({"kind": "Pod", "metadata": {"name": "theirs", "namespace": "prod"}}, "fail a pod")

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.criteria.operations.upgrade import crds_behind, drift, refused, summary
 from harness.sim import build
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 
 
 def crd(name: str, properties: dict[str, Any], rules: list[dict[str, str]] | None = None) -> dict[str, Any]:

@@ -12,6 +12,9 @@ from harness.core.errors import ConfigError, CriterionViolation, HarnessError, W
 from harness.run.outcomes import ERROR, FAIL, load_expected, unexpected, classify
 from harness.record.evidence import Evidence
 from harness.cluster.seam import ApiUnavailable, read_timeout, settled_by_retry, transient_cause
+from harness.targets.target import SIM_FEATURES, features_of
+
+CLUSTER_FEATURES = features_of("kubeconfig", "staging")
 
 
 @pytest.mark.parametrize("exc, outcome", [
@@ -107,12 +110,13 @@ def test_a_tenant_without_a_queue_for_the_backend_is_a_profile_gap_not_a_fail() 
 def test_backends_declare_capabilities_and_own_their_metric_queries() -> None:
     from harness.backends import ALL
     from harness.backends.base import JOBS_COMPLETE, PREEMPTION_COUNTER, RETRY_POLICY, WAIT_HISTOGRAM
-    assert not ALL["kuberay"].lacks(JOBS_COMPLETE, "sim")  # the sim answers its Ray dashboards (ray_dashboard.py)
-    assert "bare pods" in (ALL["kai"].lacks(RETRY_POLICY, "sim") or "")
-    assert ALL["kai"].lacks(WAIT_HISTOGRAM, "sim") and not ALL["kueue"].lacks(WAIT_HISTOGRAM, "sim")
-    assert {name for name, b in ALL.items() if not b.lacks(PREEMPTION_COUNTER, "sim")} == set(ALL)
-    assert "exporter is not mapped" in (ALL["slurm"].lacks(PREEMPTION_COUNTER, "kubeconfig") or "")
-    assert not ALL["slurm"].lacks(WAIT_HISTOGRAM, "sim") and ALL["slurm"].lacks(WAIT_HISTOGRAM, "kubeconfig")
+    assert not ALL["kuberay"].lacks(JOBS_COMPLETE, SIM_FEATURES)  # the sim answers its Ray dashboards (ray_dashboard.py)
+    assert "bare pods" in (ALL["kai"].lacks(RETRY_POLICY, SIM_FEATURES) or "")
+    assert ALL["kai"].lacks(WAIT_HISTOGRAM, SIM_FEATURES) and not ALL["kueue"].lacks(WAIT_HISTOGRAM, SIM_FEATURES)
+    assert {name for name, b in ALL.items() if not b.lacks(PREEMPTION_COUNTER, SIM_FEATURES)} == set(ALL)
+    assert "exporter is not mapped" in (ALL["slurm"].lacks(PREEMPTION_COUNTER, CLUSTER_FEATURES) or "")
+    assert not ALL["slurm"].lacks(WAIT_HISTOGRAM, SIM_FEATURES)
+    assert ALL["slurm"].lacks(WAIT_HISTOGRAM, CLUSTER_FEATURES)
     assert ALL["kueue"].owned_kind() is not None and ALL["volcano"].owned_kind() is None
     with pytest.raises(ValueError, match="unknown capability"):
-        ALL["kueue"].lacks("teleport", "sim")
+        ALL["kueue"].lacks("teleport", SIM_FEATURES)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.setup import kind_charts as charts
 from harness.sim import build
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 
 
 def test_charts_are_taken_at_the_sims_pins() -> None:

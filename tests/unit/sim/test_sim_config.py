@@ -12,7 +12,7 @@ from harness.cluster.inventory import gpu_inventory
 from harness.sim import build, files
 from harness.sim.config import GpuSpec, Ports, SimConfig
 from harness.sim.nodes import node_manifest, next_node_names
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 
 
 def exit_code(argv: list[str]) -> int | str | None:

@@ -11,7 +11,7 @@ from harness.core.errors import ConfigError
 from harness.sim import build, karpenter, kueue, stack
 from harness.sim.components import Layout
 from harness.sim.config import SCHEDULERS_ENV, GpuSpec, Ports, SimConfig, parse_schedulers
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 
 SHIPPED = [{
     "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
