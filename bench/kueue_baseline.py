@@ -34,7 +34,7 @@ from kubernetes.dynamic import DynamicClient
 
 from harness.core.objects import condition_time, condition_true as is_true, created_at
 from harness.sim import cluster
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 from harness.core.timeline import percentile
 from harness.cluster.wait import RELIST, SYNCED, ApiSource, events
 
