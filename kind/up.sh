@@ -64,7 +64,7 @@ chart_sets() {
   local listed
   listed=$(cd "$REPO_ROOT" && "$PYTHON" -c 'import sys
 from harness.setup.kind_charts import kind_set_flags
-from harness.sim.versions import load_pins
+from harness.config.versions import load_pins
 print("\n".join(kind_set_flags(sys.argv[1], load_pins())))' "$1")
   SETS=()
   [ -z "$listed" ] || mapfile -t SETS <<< "$listed"
