@@ -111,6 +111,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     features = planned_features(cfg)
     config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, features)
     items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, features))
+    repeat.time_limits(items, config)
     named = any("suites/scale" in str(arg) for arg in config.args)
     if not (cfg.scale or named):
         for item in items:

@@ -59,11 +59,16 @@ def case_on_the_host(item: pytest.Item) -> Iterator[None]:
         yield
         return
     quiet = item.get_closest_marker(QUIET_MARK) is not None
-    after = os.environ.get(QUIET_AFTER_ENV)
-    if quiet and after:
-        wait_while_busy(Path(after), item.nodeid)
+    if waits_for_quiet(item):
+        wait_while_busy(Path(os.environ[QUIET_AFTER_ENV]), item.nodeid)
     with sharing(Path(named), quiet):
         yield
+
+
+def waits_for_quiet(item: pytest.Item) -> bool:
+    """A quiet case of a run given GPUPOC_QUIET_AFTER (and a host lock): it waits while that file exists."""
+    return bool(os.environ.get(HOST_LOCK_ENV) and os.environ.get(QUIET_AFTER_ENV)
+                and item.get_closest_marker(QUIET_MARK) is not None)
 
 
 def wait_while_busy(busy: Path, nodeid: str, timeout_s: float = QUIET_WAIT_S) -> None:

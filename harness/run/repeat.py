@@ -30,6 +30,21 @@ def max_runs(item: pytest.Item) -> int:
     return run_config(item.config).profile.max_runs
 
 
+def time_limits(items: list[pytest.Item], config: pytest.Config) -> None:
+    """pytest-timeout's limit (the ini's `timeout`) holds for one run of a case: a case that may run `max_runs`
+    times gets that many, and a quiet case that may first wait for a quiet host (hostshare) that wait as well, so
+    neither a repeat nor the wait is cut off as a hung test. A case's own `timeout` mark stays as written."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    per_run = float(config.getini("timeout") or 0)
+    if per_run <= 0:
+        return
+    for item in items:
+        if is_a_case(item) and item.get_closest_marker("timeout") is None:
+            wait = hostshare.QUIET_WAIT_S if hostshare.waits_for_quiet(item) else 0.0
+            item.add_marker(pytest.mark.timeout(per_run * max_runs(item) + wait))
+
+
 def runs_again(item: pytest.Item, outcome: str) -> bool:
     """The call phase ended INCONCLUSIVE and the profile allows another run: this run is not the record's."""
     if item.get_closest_marker("gpupoc_last") is not None:

@@ -5,6 +5,7 @@ profile's runs are spent. No cluster: the cases record evidence only."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,35 @@ def test_an_undecided_case_runs_again_and_the_last_run_is_recorded(tmp_path: Pat
     check = undecided["evidence"][0]["checks"][0]
     assert check["runs"] == 3 and check["verdict"] == "INCONCLUSIVE" and "not decided" in undecided["message"], check
     assert "INCONCLUSIVE" in said
+
+
+QUIET = '''
+import pytest
+
+from harness.core.estimate import percentile
+
+
+@pytest.mark.quiet
+def test_measures_the_host_alone(evidence):
+    ev = evidence("training.queue_wait")
+    ev.expect("p95_s", percentile([10.0 + i for i in range(20)], 0.5))
+    ev.verdict()
+'''
+
+
+def test_a_quiet_case_waiting_for_a_quiet_host_is_not_cut_off_as_hung(tmp_path: Path) -> None:
+    """pytest-timeout's limit is one run's: the wait for make poc's other parts (GPUPOC_QUIET_AFTER) comes on top
+    (a 600-s limit cut the real-node part's step-time case while four sims still ran, 2026-12-05)."""
+    (tmp_path / "test_quiet.py").write_text(QUIET)
+    busy = tmp_path / "busy"
+    busy.write_text("four sims")
+    env = {**os.environ, "GPUPOC_HOST_LOCK": str(tmp_path / "host.lock"), "GPUPOC_QUIET_AFTER": str(busy)}
+    with subprocess.Popen(["sh", "-c", f"sleep 4 && rm {busy}"]) as clearing:
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-p",
+                                 "no:cacheprovider", "-o", "timeout=2", "test_quiet.py", "--run-id=quiet",
+                                 f"--reports-dir={tmp_path}", "--run-lock=off"],
+                                capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+        clearing.wait()
+    said = result.stdout + result.stderr
+    assert result.returncode == 0 and "Timeout" not in said, said
+    assert "waits for a quiet host (four sims)" in said, said
