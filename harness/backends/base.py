@@ -151,6 +151,16 @@ class Backend(Protocol):
     def preemption_counter(self) -> PreemptionCounter | None:
         ...
 
+    def not_yet_running(self, api: client.ApiClient, namespace: str, jobs: list[str]) -> list[str]:
+        """Those of `jobs`, all bound, that the placing scheduler has not yet recorded as running (where it keeps a
+        record of its own apart from the pods': Volcano's PodGroup under Kueue)."""
+        ...
+
+    def taken_in(self, api: client.ApiClient, namespace: str, job: str) -> bool:
+        """The placing scheduler holds `job`, admitted but not placed, as taken in: its resources counted as taken
+        (Volcano's PodGroup Inqueue under Kueue; True where the pods are the only record)."""
+        ...
+
     def wait_histogram(self) -> WaitHistogram | None:
         ...
 
@@ -296,6 +306,12 @@ class Capabilities:
 
     def preemption_counter(self) -> PreemptionCounter | None:
         return self.preemption
+
+    def not_yet_running(self, api: client.ApiClient, namespace: str, jobs: list[str]) -> list[str]:
+        return []  # the pods' binding is the record
+
+    def taken_in(self, api: client.ApiClient, namespace: str, job: str) -> bool:
+        return True
 
     def wait_histogram(self) -> WaitHistogram | None:
         return self.wait

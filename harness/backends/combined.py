@@ -44,12 +44,31 @@ class KueueVolcanoBackend(KueueBackend):
 
     def unavailable_reason(self, target: Target) -> str | None:
         return (super().unavailable_reason(target)
-                or missing_crd_reason(target.api, "scheduling.volcano.sh", "PodGroup", "volcano (places the pair's pods)")
+                or missing_crd_reason(target.api, "scheduling.volcano.sh", "PodGroup",
+                                      "volcano (places the pair's pods)")
                 or missing_controller_reason(target, "volcano", ("volcano-scheduler", "volcano-controller-manager"),
                                              ("volcano-scheduler",)))
+
+    def not_yet_running(self, api: client.ApiClient, namespace: str, jobs: list[str]) -> list[str]:
+        """Jobs whose PodGroup Volcano has not yet marked Running. Volcano writes a group's phase once a second; a
+        Job Kueue preempts while its group is still Inqueue leaves the group Inqueue, its GPUs counted as taken, and
+        the job admitted in its place stays Pending (operations.combined)."""
+        phases = group_phases(api, namespace)
+        return [name for name in jobs if phases.get(name) != "Running"]
+
+    def taken_in(self, api: client.ApiClient, namespace: str, job: str) -> bool:
+        return group_phases(api, namespace).get(job) == "Inqueue"
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         [manifest] = super().manifests(job)
         manifest["metadata"].setdefault("annotations", {})[MIN_MEMBER_ANNOTATION] = str(job.pods)
         manifest["spec"]["template"]["spec"]["schedulerName"] = SCHEDULER_NAME
         return [manifest]
+
+
+def group_phases(api: client.ApiClient, namespace: str) -> dict[str, str]:
+    """Job name -> the phase of the PodGroup Volcano's pod-group controller made of its pods."""
+    groups = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", namespace, "podgroups")["items"]
+    return {o["name"]: str((g.get("status") or {}).get("phase", "")) for g in groups
+            for o in (g["metadata"].get("ownerReferences") or []) if o.get("kind") == "Job"}

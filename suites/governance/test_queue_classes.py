@@ -12,6 +12,7 @@ it held while the session ran, against capacity minus the session's GPU).
 from __future__ import annotations
 
 import time
+from typing import Any
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -29,7 +30,7 @@ from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
 from suites.governance.common import held_intervals, started_within, submit_and_wait_running
-from suites.training.common import LONG_RUN_S, gpu_nodes, require
+from suites.training.common import LONG_RUN_S, gpu_nodes, require, wait_running_for_its_scheduler
 
 SETTLE_S = 5.0  # after the session starts: the evictions it caused have happened (each is a watch event)
 CHART_STEP_S = 1.0
@@ -41,7 +42,7 @@ def fewest_gpus(intervals: list[Interval], since: float, until: float) -> int:
     return min(sum(iv.gpus for iv in intervals if iv.start <= t < iv.end) for t in instants)
 
 
-def run_queue_classes(workloads: JobSystem, backend: Backend, profile: Profile, ev: Evidence) -> None:
+def run_queue_classes(api: Any, workloads: JobSystem, backend: Backend, profile: Profile, ev: Evidence) -> None:
     tenant = profile.tenants[0]
     dev_queue = tenant.dev_queues.get(backend.queue_system)
     if not dev_queue:
@@ -59,6 +60,7 @@ def run_queue_classes(workloads: JobSystem, backend: Backend, profile: Profile, 
             f"priority); then a 1-GPU interactive session (high priority) in its development queue {dev_queue!r}")
     started = time.time()
     submit_and_wait_running(workloads, training, f"{tenant.name}'s training fills the cluster", profile.timeouts.admit)
+    wait_running_for_its_scheduler(api, backend, training, profile.timeouts.admit)
     submitted = time.time()
     workloads.submit(session)
     tracker = workloads.jobs(tenant.namespace)
@@ -84,4 +86,4 @@ def run_queue_classes(workloads: JobSystem, backend: Backend, profile: Profile, 
 def test_queue_classes(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                        evidence: Callable[[str], Evidence]) -> None:
     require(target, backend, QUEUE_QUOTA)
-    run_queue_classes(workloads, backend, queue_model, evidence(CRITERION.id))
+    run_queue_classes(target.api, workloads, backend, queue_model, evidence(CRITERION.id))

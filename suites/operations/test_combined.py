@@ -16,15 +16,18 @@ from typing import Any
 from harness.backends import Backend
 from harness.backends.base import COMBINED
 from harness.config.profile import Profile
+from harness.cluster.wait import poll
 from harness.core.errors import WaitTimeout
 from harness.criteria.operations.combined import CRITERION, bound_before, owners, unplaced_s
 from harness.criteria.training.capacity_elasticity import epoch, scheduled_at
+from harness.jobs.kubernetes import Workloads
 from harness.jobs.model import GangJob
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
 from harness.jobs.model import ADMITTED, RUNNING
-from suites.training.common import LONG_RUN_S, belongs, bound_pods, gpu_nodes, require, state_is
+from suites.training.common import (LONG_RUN_S, belongs, bound_pods, gpu_nodes, require, state_is,
+                                    wait_running_for_its_scheduler)
 
 NODES_PER_JOB = 2
 RUN_FOR_S = 5.0
@@ -35,10 +38,10 @@ UNPLACEABLE_LABEL = "gpupoc.io/no-node-has-this"  # a node selector no node matc
 def test_combined(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                   evidence: Callable[[str], Evidence]) -> None:
     require(target, backend, COMBINED)
-    combined_run(workloads, queue_model, evidence(CRITERION.id))
+    combined_run(backend, workloads, queue_model, evidence(CRITERION.id))
 
 
-def combined_run(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
+def combined_run(backend: Backend, workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
     count = gpu_nodes(workloads, profile) // NODES_PER_JOB + 1  # one job more than the cluster holds
     jobs = [GangJob(workloads.job_name(f"combined-{i}"), tenant, NODES_PER_JOB, per_node, run_for_s=RUN_FOR_S)
@@ -70,7 +73,7 @@ def combined_run(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     rows, before, unplaced = tally(workloads, jobs, time.time())
     ev.note("while the cluster was full, the job left out: " + ("; ".join(held) or "none seen waiting"))
     if any(workloads.status_of(j, {**queued.gone, **queued.objects}) for j in jobs):
-        urgent_rows, urgent_before = preempting_an_enqueued_job(workloads, profile, ev)
+        urgent_rows, urgent_before = preempting_an_enqueued_job(backend, workloads, profile, ev)
     else:  # the jobs bypassed the queue: there is no admission to preempt for
         urgent_rows, urgent_before = [], 0
         ev.not_checked("max_preemptor_unplaced_s", "no job of the case reached the queue")
@@ -100,11 +103,15 @@ def tally(workloads: JobSystem, jobs: list[GangJob], end: float) -> tuple[list[d
     return rows, before, unplaced
 
 
-def preempting_an_enqueued_job(workloads: JobSystem, profile: Profile,
+def preempting_an_enqueued_job(backend: Backend, workloads: JobSystem, profile: Profile,
                                ev: Evidence) -> tuple[list[dict[str, Any]], int]:
     """The queue preempts a job the placing scheduler has taken in but cannot place (its pods fit no node, on
     purpose), to admit an urgent one: the urgent job must still be placed, on the node left free. Its rows, and
-    its pods bound before its admission; the seconds from its admission to placement go into the evidence."""
+    its pods bound before its admission; the seconds from its admission to placement go into the evidence.
+
+    Each step waits for the placing scheduler's own record, so that the mechanism decides, not a race with its
+    once-a-second status writes: the low-priority jobs running for it, the job to preempt taken in (Volcano: its
+    PodGroup Inqueue) and tried."""
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
     classes = profile.workloads.pod_defaults
     fillers = [GangJob(workloads.job_name(f"fill-{i}"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
@@ -119,12 +126,19 @@ def preempting_an_enqueued_job(workloads: JobSystem, profile: Profile,
         workloads.submit(job)
     pods.wait_until("low-priority work on every node but one", lambda o: all(bound_pods(o, j) == 1 for j in fillers),
                     profile.timeouts.admit)
+    assert isinstance(workloads, Workloads)  # the pair's jobs are Kubernetes Jobs
+    api = workloads.api
     workloads.submit(stuck)
     try:
+        wait_running_for_its_scheduler(api, backend, fillers, profile.timeouts.admit)
         queued.wait_until(f"{stuck.name} admitted (its pods fit no node)", state_is(workloads, stuck, ADMITTED,
                                                                                      RUNNING), profile.timeouts.admit)
         pods.wait_until(f"{stuck.name} tried by the placing scheduler (its pod marked unschedulable)",
                         lambda o: any(belongs(p, stuck) and refused(p) for p in o.values()), profile.timeouts.admit)
+        taken_in = poll(lambda: backend.taken_in(api, tenant.namespace, stuck.name), bool, profile.timeouts.admit)
+        if not taken_in:
+            raise WaitTimeout(f"{stuck.name} not taken in by the placing scheduler after "
+                              f"{profile.timeouts.admit:.0f}s (Volcano: its PodGroup not Inqueue)")
     except WaitTimeout as exc:
         ev.not_checked("max_preemptor_unplaced_s", f"the job to preempt could not be set up: {exc}")
         return [], 0

@@ -15,6 +15,8 @@ from harness.targets.target import Target
 from harness.core.timeline import Timeline, pods_over_time
 from harness.cluster.tracker import Objects
 from harness.jobs.system import JobSystem
+from harness.cluster.wait import poll
+from harness.core.errors import WaitTimeout
 
 LONG_RUN_S = 3600.0  # jobs that must keep their GPUs until the test releases them
 
@@ -51,6 +53,16 @@ def failed_reason(workloads: JobSystem, job: GangJob, objects: Objects) -> str |
 
 def bound_pods(objects: Objects, job: GangJob) -> int:
     return sum(1 for p in objects.values() if belongs(p, job) and (p.get("spec") or {}).get("nodeName"))
+
+
+def wait_running_for_its_scheduler(api: Any, backend: Backend, jobs: list[GangJob], timeout_s: float) -> None:
+    """Until the placing scheduler records each of `jobs` (started) as running (Backend.not_yet_running): a case
+    that preempts running work measures it once the work runs, not while its scheduler still places it."""
+    late = poll(lambda: backend.not_yet_running(api, jobs[0].tenant.namespace, [j.name for j in jobs]),
+                lambda left: not left, timeout_s)
+    if late:
+        raise WaitTimeout(f"{len(late)} of {len(jobs)} jobs bound but not running for "
+                          f"{backend.placed_by or backend.name} after {timeout_s:.0f}s: {', '.join(late)}")
 
 
 def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> None:

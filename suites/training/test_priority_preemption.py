@@ -21,7 +21,8 @@ from harness.cluster.wait import poll
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
 from harness.jobs.system import JobSystem
-from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
+from suites.training.common import (LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes,
+                                    wait_running_for_its_scheduler)
 
 
 def counter(prometheus: Prometheus, promql: str) -> float:
@@ -50,6 +51,7 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
     pods = workloads.members(tenant.namespace)
     pods.wait_until("low-priority work fills every GPU",
                     lambda objs: all(bound_pods(objs, j) == 1 for j in fillers), profile.timeouts.admit)
+    wait_running_for_its_scheduler(target.api, backend, fillers, profile.timeouts.admit)
     victims: set[str] = set()
     pods.on_event(lambda event, pod: victims.add(pod["metadata"]["name"])
                   if event == "DELETED" and any(belongs(pod, j) for j in fillers) else None)

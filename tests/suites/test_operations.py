@@ -79,7 +79,7 @@ def test_combined_fails_when_the_jobs_bypass_the_queue(sim_api: client.ApiClient
     evidence = Evidence.of(CRITERION, backend.name, queue_model.thresholds[CRITERION.id])
     with pytest.raises(CriterionViolation, match=r"max_pods_bound_before_admission: [1-9]\d* pods \(wanted <= 0 "
                                                  r"pods\).*the job left out: [^:]+: unknown to the queue"):
-        combined_run(workloads, queue_model, evidence)
+        combined_run(backend, workloads, queue_model, evidence)
 
 
 @pytest.fixture(scope="module")
