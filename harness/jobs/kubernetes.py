@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
 from harness.cluster.apply import apply_objects, dynamic_client
@@ -270,8 +270,11 @@ class Workloads:
         dynamic = dynamic_client(self.api)
         for manifest in self.backend.manifests(job):
             resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
-            resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
-                            propagation_policy="Background")
+            try:
+                resource.delete(name=manifest["metadata"]["name"], namespace=job.tenant.namespace,
+                                propagation_policy="Background")
+            except NotFoundError:
+                continue  # gone already (a scheduler may delete a gang's pods: KAI's stale gangs)
 
     def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt] | None:
         return None  # Kubernetes: the RBAC matrix (test_tenant_isolation), once per cluster

@@ -73,8 +73,10 @@ def protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
             pooled.setdefault(ev.criterion, []).extend(ev.checks)
         item.stash[BEFORE_KEY] = pooled
         item.stash[EVIDENCE_KEY] = []
-        progress.say(f"gpupoc: {item.nodeid}: not decided in run {run} of {limit}; running it again, its samples "
-                     "pooled")
+        undecided = "; ".join(c.describe() for checks in pooled.values() for c in checks
+                              if c.verdict == INCONCLUSIVE)
+        progress.say(f"gpupoc: {item.nodeid}: not decided in run {run} of {limit} ({undecided}); running it again, "
+                     "its samples pooled")
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
