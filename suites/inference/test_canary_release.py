@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend
+from harness.core.errors import WaitTimeout
 from harness.core.estimate import Z, wilson_bounds
 from harness.criteria.inference.canary_release import CONFIDENCE, CRITERION
 from harness.config.profile import Profile
@@ -22,11 +23,13 @@ from harness.jobs.service import PORT_NAME, ModelService
 from harness.criteria.inference.service_discovery import published
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
+from harness.serving.traffic import Traffic
 from suites.inference.common import (SERVING, deploy, endpoint_slices, is_ready, probe_file, require, roll_out, scale,
                                      traffic_for, wait_ready, wait_routed)
 
 SPLIT_REQUESTS = 400
 RATE = 160.0
+WARM_S = 1.0  # a probe to see which replicas answer before the split is measured
 PHASE_S = 3.0  # the canary's analysis, and the check after its rollback
 
 
@@ -44,6 +47,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     wait_ready(workloads, canary, canary_replicas, profile.timeouts.admit, track="canary")
     wait_routed(traffic, slices, stable, stable_replicas + canary_replicas, profile.timeouts.admit)
     url = traffic.service_url(target.api, stable.namespace, stable.app)
+    routed_to_every_replica(traffic, url, stable_replicas + canary_replicas, profile.timeouts.admit, tmp_path)
 
     answers = traffic.probe(url, RATE, SPLIT_REQUESTS / RATE, probe_file(tmp_path, "split")).samples(60)
     served = [a for a in answers if a.ok]
@@ -83,6 +87,21 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     ev.note(f"after the rollback: {len(after)} requests, {sum(1 for a in after if a.ok)} answered, all versions seen: "
             f"{sorted({a.version for a in after if a.version})}.")
     ev.verdict()
+
+
+def routed_to_every_replica(traffic: Traffic, url: str, replicas: int, timeout_s: float, tmp_path: Path) -> None:
+    """Until a short probe is answered by every replica: the split is measured over the routing as it stands, not
+    while kube-proxy, behind on its watch, still programs the last endpoints (a share of 1/2 or 1/3 for a while
+    reads as a wrong split)."""
+    deadline, round_ = time.monotonic() + timeout_s, 0
+    seen: set[str] = set()
+    while len(seen) < replicas and time.monotonic() < deadline:
+        round_ += 1
+        warm = traffic.probe(url, RATE, WARM_S, probe_file(tmp_path, f"warm-{round_}")).samples(30)
+        seen = {a.pod for a in warm if a.ok}
+    if len(seen) < replicas:
+        raise WaitTimeout(f"the Service routed to {len(seen)} of {replicas} ready replicas after {timeout_s:.0f}s "
+                          f"({', '.join(sorted(seen)) or 'none answered'})")
 
 
 def _addresses(pods: dict[str, dict[str, Any]], version: str) -> set[str]:
