@@ -19,6 +19,7 @@ from harness import backends as backend_registry
 from harness.run import headstart, collect as record
 from harness.core import hostload, progress
 from harness.config.options import OPTIONS, resolve
+from harness.config.workloads import NO_SAMPLE
 from harness.core.errors import ConfigError, HarnessError
 from harness.run.keys import (CALL_REPORT_KEY, CONFIG_KEY, EVIDENCE_KEY, LATE_KEY, LOAD_KEY, SETUP_START_KEY,
                               TARGET_KEY, run_config)
@@ -52,6 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scale: the scale suite (run when asked: --scale on)")
     config.addinivalue_line("markers", "quiet: measures the host's CPU: runs alone among the runs sharing the host "
                                        "(harness/run/hostshare.py)")
+    config.addinivalue_line("markers", "sample: runs the workload sample (SKIP before it starts where the profile "
+                                       "names no sample image)")
     config.addinivalue_line("markers", "head_start(observe, wanted): the case observes from the session's start, "
                                        "beside the others (harness/run/headstart.py)")
     options = {name: config.getoption(f"gpupoc_{name}") for name in OPTIONS}
@@ -112,6 +115,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     config.stash[LATE_KEY] = late = headstart.late_backends(items, backend_registry.ALL, features)
     items.sort(key=lambda item: headstart.order(item, late, backend_registry.ALL, features))
     repeat.time_limits(items, config)
+    if not cfg.profile.workloads.sample.image:  # skipped before their turn: a quiet case takes no host to skip
+        for item in items:
+            if item.get_closest_marker("sample") is not None:
+                item.add_marker(pytest.mark.skip(reason=NO_SAMPLE))
     named = any("suites/scale" in str(arg) for arg in config.args)
     if not (cfg.scale or named):
         for item in items:

@@ -70,6 +70,10 @@ ANTAGONIST_SCRIPT = (
     'while [ "$i" -lt {threads} ]; do (while :; do :; done) & i=$((i + 1)); done; wait')
 
 
+NO_SAMPLE = ("the profile names no workload sample image (workloads.sample.image): the sample runs in a real "
+             "container; on the sim that is `gpupoc sim up --real-nodes 2` with profiles/sim-real-nodes.yaml")
+
+
 @dataclass(frozen=True)
 class Sample:
     """The workload sample (harness/sample/train.py): a training loop in a container of its own, measured by its

@@ -19,7 +19,7 @@ from harness.backends import Backend
 from harness.backends.base import JOBS_COMPLETE, SAMPLE
 from harness.cluster.wait import WaitFailed, poll
 from harness.config.profile import Profile, Tenant
-from harness.config.workloads import SAMPLE_CONTAINER
+from harness.config.workloads import NO_SAMPLE, SAMPLE_CONTAINER
 from harness.core.errors import WaitTimeout
 from harness.jobs.model import GangJob
 from harness.jobs.system import JobSystem
@@ -46,8 +46,7 @@ class SampleRun:
 def require_sample(target: Target, backend: Backend, profile: Profile) -> None:
     """SKIP where the profile names no sample image or the backend cannot run its container as given."""
     if not profile.workloads.sample.image:
-        pytest.skip("the profile names no workload sample image (workloads.sample.image): the sample runs in a real "
-                    "container; on the sim that is `gpupoc sim up --real-nodes 2` with profiles/sim-real-nodes.yaml")
+        pytest.skip(NO_SAMPLE)
     require(target, backend, SAMPLE, JOBS_COMPLETE)
 
 

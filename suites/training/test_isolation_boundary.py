@@ -27,6 +27,7 @@ from suites.training.sample import ANTAGONIST, antagonist_pod, record_run, requi
 
 
 @pytest.mark.quiet  # its step times are the host's CPU: alone among the runs sharing the host
+@pytest.mark.sample
 def test_isolation_boundary(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                             evidence: Callable[[str], Evidence]) -> None:
     require_sample(target, backend, queue_model)

@@ -23,6 +23,7 @@ from suites.training.sample import record_run, require_sample, run_sample, sampl
 
 
 @pytest.mark.quiet  # its step times are the host's CPU: alone among the runs sharing the host
+@pytest.mark.sample
 def test_step_stability(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                         destructive: Callable[[str], None], evidence: Callable[[str], Evidence]) -> None:
     require_sample(target, backend, queue_model)
