@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-
 from harness.backends.base import GANG, GPU_SHARING, UPGRADE, Capabilities, Controllers, Monitoring, PreemptionCounter
 from harness.jobs.model import GangJob, JobStatus
 from harness.criteria.governance.monitoring_coverage import Series

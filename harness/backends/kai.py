@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from kubernetes import client
-
 from harness.backends.base import (Controllers, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
 from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,

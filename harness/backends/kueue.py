@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-
 from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
                                    Releases,
                                    WaitHistogram)

@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubernetes import client
-
 from harness.backends.base import (UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
                                    PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SAMPLE,
                                    SERVED_MODEL, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring,

@@ -34,7 +34,7 @@ def test_detection_finds_the_sim_stack_and_says_why_a_backend_is_absent(target: 
     kai = {"kai"} if cluster.component_running("kai-scheduler") else set()
     expected = {"volcano", "kueue", "kuberay", "default"} | kai
     assert {name for name, reason in found.items() if reason is None} == expected, found
-    absent = missing_crd_reason(sim_api, "example.invalid", "Thing", "slurm")
+    absent = missing_crd_reason(target.api, "example.invalid", "Thing", "slurm")
     assert absent is not None and "Thing (example.invalid) is not served" in absent
     assert "drop it from --backends" in absent
 
