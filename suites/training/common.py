@@ -58,6 +58,8 @@ def bound_pods(objects: Objects, job: GangJob) -> int:
 def wait_running_for_its_scheduler(api: Any, backend: Backend, jobs: list[GangJob], timeout_s: float) -> None:
     """Until the placing scheduler records each of `jobs` (started) as running (Backend.not_yet_running): a case
     that preempts running work measures it once the work runs, not while its scheduler still places it."""
+    if not jobs:
+        return
     late = poll(lambda: backend.not_yet_running(api, jobs[0].tenant.namespace, [j.name for j in jobs]),
                 lambda left: not left, timeout_s)
     if late:
