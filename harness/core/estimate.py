@@ -43,7 +43,7 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    kind: str = "exact"    # exact | percentile | binomial | duration | ratio | of:<statistic> (exact: not pooled)
+    kind: str = "exact"    # exact (not pooled) | percentile | binomial | duration | ratio | quotient | of:<statistic>
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
     q: float = 0.0         # the percentile (percentile); trials (binomial); samples before (ratio)
     spread: float = 0.0                   # resolution + lag of one duration (duration)
@@ -224,6 +224,17 @@ def duration(seconds: float, resolution_s: float = TIMESTAMP_RESOLUTION_S, lag_s
                     spread=spread)
 
 
+def quotient(numerator: Estimate, denominator: Estimate, how: str) -> Estimate:
+    """numerator / denominator (both positive), its interval from the two intervals' ends. Repeated runs pool as the
+    median run, with the widest half-width of one."""
+    if denominator.low <= 0:
+        raise ValueError(f"a quotient by an interval that reaches zero ({denominator.describe()})")
+    value = numerator.value / denominator.value
+    low, high = numerator.low / denominator.high, numerator.high / denominator.low
+    return Estimate(value, min(low, value), max(high, value), how, "quotient", (value,),
+                    spread=max(value - low, high - value))
+
+
 def resampled(whole: float, groups: dict[str, list[float]], statistic: Callable[[dict[str, float]], float],
               how: str, confidence: float = CONFIDENCE) -> Estimate:
     """A value computed from groups' totals (each tenant's GPU-seconds, summed over its jobs), with the interval of a
@@ -254,6 +265,12 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
     elif now.kind == "binomial":
         pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
                         int(before.q + now.q))
+    elif now.kind == "quotient":  # the median run, with the widest half-width of one
+        values = sorted(before.samples + now.samples)
+        middle, half = values[(len(values) - 1) // 2], max(before.spread, now.spread)
+        pooled = Estimate(middle, max(0.0, middle - half), middle + half,
+                          f"median of {len(values)} runs ({', '.join(f'{v:g}' for v in values)}), each +- {half:.3g}",
+                          "quotient", tuple(values), spread=half)
     else:  # duration: the median run, with the spread of one measurement
         values = sorted(before.samples + now.samples)
         middle = values[(len(values) - 1) // 2]  # a measured run (the lower middle of an even count)

@@ -182,6 +182,10 @@ def wait_healthy(component: Component, pid: int, lay: Layout, timeout_s: float) 
 
 
 CONTROL_PLANE_IN_ORDER = 2  # etcd and kube-apiserver start one after the other; the rest of the control plane together
+# kube-controller-manager's garbage collector and quota monitors learn the API's resources when they start, then
+# every 30 s (fixed in kube-controller-manager): started before the schedulers' CRDs exist, it left a deleted
+# RayCluster's pods, and their GPUs, in place for up to 30 s. It starts once the CRDs are in.
+AFTER_THE_CRDS = ("kube-controller-manager",)
 
 
 def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_S, recover: bool = True) -> bool:
@@ -299,12 +303,14 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
 
         objects_thread = threading.Thread(target=create_objects, name="sim-objects", daemon=True)
         objects_thread.start()
-        start_together(components[CONTROL_PLANE_IN_ORDER:])  # the rest only need the API server
+        rest = components[CONTROL_PLANE_IN_ORDER:]
+        start_together([c for c in rest if c.name not in AFTER_THE_CRDS])  # the rest only need the API server
         objects_thread.join(start_timeout_s * 2)
         if objects_failed:
             raise objects_failed[0]
         if objects_thread.is_alive():
             raise SimError(f"nodes and CRDs not created after {start_timeout_s * 2:.0f}s")
+        scheduler_components = [c for c in rest if c.name in AFTER_THE_CRDS] + scheduler_components
         if real:
             realnodes.node_rbac(api)
             netns_name = serving.netns_name(cfg.ports)
@@ -316,16 +322,15 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
             start_together([realnodes.kubelet_component(n, cfg.ports, netns_name, realnodes.node_labels(cfg.gpu))
                             for n in real])
             start_together([realnodes.device_plugin_component(n, netns_name, cfg.gpu.count) for n in real])
-        if scheduler_components:
-            start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
-            if "kueue" in cfg.schedulers:
-                stack.register_kueue_webhooks(api, lay, cfg.ports)
-            if "kai" in cfg.schedulers:
-                stack.register_kai_webhooks(api, lay, cfg.ports)
-            if "karpenter" in cfg.schedulers:
-                karpenter.create_pool(api, cfg.gpu)
-            if cfg.serving:
-                serving.register_adapter(api, lay, cfg.ports)
+        start_together(scheduler_components)  # independent controllers (and kube-proxy), each with its own port
+        if "kueue" in cfg.schedulers:
+            stack.register_kueue_webhooks(api, lay, cfg.ports)
+        if "kai" in cfg.schedulers:
+            stack.register_kai_webhooks(api, lay, cfg.ports)
+        if "karpenter" in cfg.schedulers:
+            karpenter.create_pool(api, cfg.gpu)
+        if cfg.serving:
+            serving.register_adapter(api, lay, cfg.ports)
         nodes.wait_nodes_ready(core, names)
         if real:
             nodes.wait_nodes_ready(core, [n.name for n in real], label_selector=f"{realnodes.LABEL}=true",

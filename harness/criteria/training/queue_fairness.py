@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.core.estimate import Estimate, resampled
+from harness.core.estimate import Estimate, duration, percentile, quotient, resampled
 from harness.criteria import AT_LEAST, AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -22,8 +22,10 @@ CRITERION = register(Criterion(
     (Threshold("min_jain_index", "lowest acceptable Jain's fairness index of measured/configured shares (0..1]",
                AT_LEAST),
      Threshold("max_share_deviation", "largest acceptable |measured - configured| share", AT_MOST),
-     Threshold("late_share_within_s", "seconds from the late tenant's first submission to it holding its "
-               "configured share of the GPUs", AT_MOST, " s")),
+     Threshold("late_share_within_jobs", "time from the late tenant's first submission to it holding its "
+               "configured share of the GPUs, in the early tenant's job lengths (the median time one of its jobs "
+               "held its GPUs, as measured: a RayJob's own cluster start and teardown count in it)", AT_MOST,
+               " job lengths")),
     (Chart("shares", "shares of the GPUs in use over the contended window", "share"),
      Chart("pods", "pods over time", "pods"))))
 
@@ -102,6 +104,19 @@ def time_to_share(intervals: list[Interval], tenant: str, arrived: float, entitl
         if gpus_in_use(intervals, tenant, start) >= entitled_gpus:
             return start - arrived
     return None
+
+
+def hold_times(intervals: list[Interval], tenant: str, before: float) -> list[float]:
+    """How long each of the tenant's pods held its GPUs, of those that gave them back before `before`."""
+    return [iv.end - iv.start for iv in intervals if iv.tenant == tenant and iv.end < before]
+
+
+def in_job_lengths(took_s: float, holds: list[float], lag_s: float) -> Estimate:
+    """Pure: a wait (harness clock, observed up to `lag_s` late) in units of the median hold time of `holds`, with the
+    interval that the wait's own spread and the median's order-statistic interval allow together."""
+    median = percentile(holds, 0.5)
+    return quotient(duration(took_s, 0.0, lag_s), median, f"{took_s:.1f} s over the median of {len(holds)} job "
+                    f"lengths, {median.value:.1f} s [{median.low:.1f}, {median.high:.1f}]").rounded(3)
 
 
 def entitled(share: float, capacity: int, job_gpus: int) -> int:

@@ -72,6 +72,25 @@ def test_a_fairness_index_gets_a_bootstrap_over_each_tenants_jobs_the_same_every
     assert est.mean(TIGHT) == est.mean(TIGHT) and est.mean(TIGHT).high < 1.4
 
 
+def test_a_late_tenants_wait_counts_in_the_early_tenants_job_lengths_and_pools_as_the_median_run() -> None:
+    """A RayJob's own cluster start and teardown lengthen every job: the wait is judged in those lengths (recorded:
+    kuberay alone 5.5 s over 6.2-s jobs; FIFO waits out the early backlog, several job lengths)."""
+    from harness.criteria.training import queue_fairness as fairness
+    holds = [6.0 + 0.01 * i for i in range(44)]
+    prompt = fairness.in_job_lengths(5.5, holds, lag_s=0.05)
+    assert prompt.low < prompt.value < prompt.high and est.decide(prompt, 2.0, "<=") == est.PASS
+    assert "5.5 s over the median of 44 job lengths" in prompt.how
+    assert est.decide(fairness.in_job_lengths(40.0, holds, 0.05), 2.0, "<=") == est.FAIL
+    assert est.decide(fairness.in_job_lengths(12.4, holds, 0.5), 2.0, "<=") == est.INCONCLUSIVE
+    runs = est.pool(est.pool(fairness.in_job_lengths(5.5, holds, 0.05), fairness.in_job_lengths(9.0, holds, 0.05)),
+                    fairness.in_job_lengths(6.0, holds, 0.05))
+    assert runs.runs == 3 and runs.value == pytest.approx(6.0 / 6.215, abs=0.01) and runs.low < runs.value
+    with pytest.raises(ValueError, match="reaches zero"):
+        est.quotient(est.exact(1.0), est.exact(0.0), "none")
+    assert fairness.hold_times([fairness.Interval("a", 0, 5, 4), fairness.Interval("a", 2, 9, 4),
+                                fairness.Interval("b", 0, 5, 4)], "a", before=8.0) == [5]
+
+
 def test_pooling_runs_narrows_a_percentile_and_counts_runs() -> None:
     first = est.percentile(AROUND[:20], 0.5)
     pooled = est.pool(first, est.percentile(AROUND[20:], 0.5))
