@@ -19,7 +19,18 @@ from harness.sim.components import Component, Layout, binary
 from harness.sim.config import GpuSpec, Ports
 from harness.sim.nodes import GPU_RESOURCE, NODE_CPU, NODE_MEMORY, NODE_PODS, SIMULATED_LABEL, gfd_labels
 
-POOL = "gpupoc-elastic"
+# Short on purpose: the kwok provider names a node kwok-<NodeClaim: pool-xxxxx>-<silly name, up to 22>-<count>-
+# <10 alphanumerics>-<uint32>, and KAI labels each BindRequest with its node's name, which a label value caps at
+# 63 characters. A 14-character pool name gave 55-70 (KAI never bound the elasticity gang in 2 of 5 make poc runs:
+# `BindRequest ... metadata.labels: must be no more than 63 bytes`, its scheduler's log).
+POOL = "gpu"
+LABEL_VALUE_MAX = 63
+
+
+def longest_node_name(pool: str, nodeclaims: int = 999) -> int:
+    """Pure: the longest name the kwok provider gives a node of `pool` while it has made at most `nodeclaims`
+    (sigs.k8s.io/karpenter/kwok: cloudprovider.go's node name, utils.RandomName, go-randomdata's 11-letter words)."""
+    return len("kwok-") + len(pool) + len("-xxxxx") + 1 + 22 + 1 + len(str(nodeclaims)) + 1 + 10 + 1 + 10
 POOL_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}  # as GKE and EKS GPU pools have
 POOL_NODES = 4            # the NodePool's GPU limit: this many nodes of the sim's GPUs
 CONSOLIDATE_AFTER = "5s"  # an empty node goes this long after its last pod (Karpenter's default is 0s)
