@@ -141,6 +141,23 @@ def flips(line: list[Point | None]) -> int:
     return sum(1 for a, b in zip(outcomes, outcomes[1:]) if a != b)
 
 
+def margin_widths(point: Point | None) -> float | None:
+    """Pure: how many of its own interval widths the measured value lies from the threshold (inf: an exact value off
+    the threshold; None: nothing measured, or no interval recorded). Issue 40 asks designed outcomes for 3 or more."""
+    if (point is None or point.measured is None or point.threshold is None or point.low is None
+            or point.high is None or point.not_checked):
+        return None
+    distance = abs(point.measured - point.threshold)
+    width = point.high - point.low
+    return distance / width if width > 0 else (float("inf") if distance > 0 else 0.0)
+
+
+def least_margin(line: list[Point | None]) -> float | None:
+    """The smallest margin over the runs that measured the check."""
+    found = [m for m in (margin_widths(p) for p in line) if m is not None]
+    return min(found) if found else None
+
+
 def last_value(line: list[Point | None]) -> Point | None:
     return next((p for p in reversed(line) if p is not None), None)
 
@@ -153,13 +170,13 @@ def page(records: list[Record]) -> str:
     for (criterion, backend, check), line in lines.items():
         last = last_value(line)
         rows.append({"criterion": criterion, "backend": backend, "check": check, "line": line, "last": last,
-                     "flips": flips(line),
+                     "flips": flips(line), "margin": least_margin(line),
                      "chart": sparkline([_mark(p) for p in line]) if check != OUTCOME_ONLY else ""})
     flipping = sorted({(r["criterion"], r["backend"]): r["flips"] for r in rows if r["flips"]}.items(),
                       key=lambda item: -item[1])
     template = _ENV.get_template("trend.html.j2")
-    return template.render(runs=runs, rows=rows, flipping=flipping, changes=changes(runs[-2], runs[-1]) if len(runs) > 1 else [],
-                           last_two=runs[-2:])
+    return template.render(runs=runs, rows=rows, flipping=flipping, inf=float("inf"), last_two=runs[-2:],
+                           changes=changes(runs[-2], runs[-1]) if len(runs) > 1 else [])
 
 
 def write_trend(paths: list[Path], out: Path) -> Path:

@@ -89,3 +89,15 @@ def test_verdict_flips_are_counted_per_cell() -> None:
             result.outcome = "PASS"
     html = page(runs + [flipped])
     assert "Verdict flips" in html and re.search(r"<td>training.gang_admission</td><td>default</td><td>1</td>", html)
+
+
+def test_each_cell_shows_its_least_margin_in_interval_widths() -> None:
+    """Issue 40: a designed outcome is decided with margin when its value lies 3 or more interval widths from the
+    threshold in every run."""
+    from harness.record.trend import Point, least_margin, margin_widths
+    wide = Point("a", "PASS", 8.0, 10.0, "<=", " s", low=7.5, high=8.5)  # 2 s off, 1 s wide: 2 widths
+    narrow = Point("b", "PASS", 5.0, 10.0, "<=", " s", low=4.9, high=5.1)
+    assert margin_widths(wide) == 2.0 and least_margin([wide, None, narrow]) == 2.0
+    assert margin_widths(Point("c", "FAIL", 3.0, 0.0, "<=", low=3.0, high=3.0)) == float("inf")
+    assert margin_widths(Point("d", "SKIP")) is None and least_margin([None]) is None
+    assert ">margin</th>" in page([load_record(p) for p in PATHS])
