@@ -79,6 +79,7 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
         resolution = quadrature(uncertain_of.get(namespace, [])) + missed
         totals[namespace] = (seconds_of.get(namespace, 0.0) / 3600, resolution / 3600)
     unseen = [h for h in held if h.pod not in seen]
+    ev.note(ksm_scrapes(prometheus, span, window[1] - window[0]))
     ev.tables["cost: each pod of the run"] = rows[:ROWS_SHOWN]
     ev.note(f"{len(unseen)} of the run's {len(held)} pods were never scraped Running (shorter than a scrape "
             f"interval of {STEP_S}s, mostly); their GPU-seconds count in the resolution, not as disagreement")
@@ -87,6 +88,26 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
                       ", ".join(f"{ns}: {h:.4f} ± {r:.4f} GPU-h" for ns, (h, r) in sorted(totals.items()))
                       or "no series"))
     return totals
+
+
+def ksm_scrapes(prometheus: Prometheus, span: str, window_s: float) -> str:
+    """How often Prometheus scraped kube-state-metrics over the run (its target found by the series it exports):
+    on a loaded host, scrapes that fail or come late leave pods unseen."""
+    targets = prometheus.instant(f"group by (job, instance) (last_over_time(kube_pod_container_resource_requests"
+                                 f"[{span}]))")
+    if not targets:
+        return "kube-state-metrics: no kube_pod_container_resource_requests series, its scrapes not counted"
+    parts = []
+    for target in targets:
+        labels = f'{{job="{target.labels.get("job", "")}", instance="{target.labels.get("instance", "")}"}}'
+        tried = prometheus.instant(f"count_over_time(up{labels}[{span}])")
+        succeeded = prometheus.instant(f"sum_over_time(up{labels}[{span}])")
+        slowest = prometheus.instant(f"max_over_time(scrape_duration_seconds{labels}[{span}])")
+        parts.append(f"{target.labels.get('instance', '?')}: {succeeded[0].value if succeeded else 0:.0f} of "
+                     f"{tried[0].value if tried else 0:.0f} scrapes succeeded (every {STEP_S}s over "
+                     f"{window_s:.0f}s: {window_s / STEP_S:.0f} due), slowest "
+                     f"{slowest[0].value if slowest else float('nan'):.2f}s")
+    return "kube-state-metrics scraped: " + "; ".join(parts)
 
 
 def expect_agreement(ev: Evidence, name: str, found: Estimate | None, label: str = "") -> None:
