@@ -142,14 +142,15 @@ def flips(line: list[Point | None]) -> int:
 
 
 def margin_widths(point: Point | None) -> float | None:
-    """Pure: how many of its own interval widths the measured value lies from the threshold (inf: an exact value off
-    the threshold; None: nothing measured, or no interval recorded). Issue 40 asks designed outcomes for 3 or more."""
+    """Pure: how many of its own interval widths the measured value lies from the threshold (inf: an exact value, a
+    count, which decides at once; None: nothing measured, or no interval recorded). Issue 40 asks designed outcomes
+    for 3 or more."""
     if (point is None or point.measured is None or point.threshold is None or point.low is None
             or point.high is None or point.not_checked):
         return None
     distance = abs(point.measured - point.threshold)
     width = point.high - point.low
-    return distance / width if width > 0 else (float("inf") if distance > 0 else 0.0)
+    return distance / width if width > 0 else float("inf")
 
 
 def least_margin(line: list[Point | None]) -> float | None:

@@ -99,5 +99,6 @@ def test_each_cell_shows_its_least_margin_in_interval_widths() -> None:
     narrow = Point("b", "PASS", 5.0, 10.0, "<=", " s", low=4.9, high=5.1)
     assert margin_widths(wide) == 2.0 and least_margin([wide, None, narrow]) == 2.0
     assert margin_widths(Point("c", "FAIL", 3.0, 0.0, "<=", low=3.0, high=3.0)) == float("inf")
+    assert margin_widths(Point("e", "PASS", 0.0, 0.0, "<=", low=0.0, high=0.0)) == float("inf")  # a count: decided
     assert margin_widths(Point("d", "SKIP")) is None and least_margin([None]) is None
     assert ">margin</th>" in page([load_record(p) for p in PATHS])
