@@ -265,19 +265,19 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
     elif now.kind == "binomial":
         pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
                         int(before.q + now.q))
-    elif now.kind == "quotient":  # the median run, with the widest half-width of one
-        values = sorted(before.samples + now.samples)
-        middle, half = values[(len(values) - 1) // 2], max(before.spread, now.spread)
-        pooled = Estimate(middle, max(0.0, middle - half), middle + half,
-                          f"median of {len(values)} runs ({', '.join(f'{v:g}' for v in values)}), each +- {half:.3g}",
-                          "quotient", tuple(values), spread=half)
-    else:  # duration: the median run, with the spread of one measurement
+    else:  # one-shot values (duration, quotient): the median run, with the widest spread of one
         values = sorted(before.samples + now.samples)
         middle = values[(len(values) - 1) // 2]  # a measured run (the lower middle of an even count)
         spread = max(before.spread, now.spread)
-        pooled = Estimate(middle, max(0.0, middle - spread), middle + min(spread, TIMESTAMP_RESOLUTION_S),
-                          f"median of {len(values)} runs ({', '.join(f'{v:g}' for v in values)} s), timestamps and "
-                          f"lag {spread:.3g} s", "duration", tuple(values), spread=spread)
+        listed = ", ".join(f"{v:g}" for v in values)
+        if now.kind == "quotient":
+            pooled = Estimate(middle, max(0.0, middle - spread), middle + spread,
+                              f"median of {len(values)} runs ({listed}), each +- {spread:.3g}", "quotient",
+                              tuple(values), spread=spread)
+        else:  # a duration is at most a timestamp's resolution longer than measured
+            pooled = Estimate(middle, max(0.0, middle - spread), middle + min(spread, TIMESTAMP_RESOLUTION_S),
+                              f"median of {len(values)} runs ({listed} s), timestamps and lag {spread:.3g} s",
+                              "duration", tuple(values), spread=spread)
     return replace(pooled, runs=runs, how=f"{pooled.how}; {runs} runs pooled")
 
 
