@@ -208,4 +208,5 @@ main() {
       "--prometheus-url http://127.0.0.1:9090 --allow-destructive $CONTEXT"
 }
 
-main "$@"
+# kind/here.sh sources this file for its functions (the simulated GPUs) and runs its own main.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi

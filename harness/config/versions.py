@@ -27,6 +27,8 @@ class Pins:
     karpenter: str
     helm: str
     actionlint: str
+    kind: str
+    coredns: str
 
     @property
     def kubernetes_staging(self) -> str:

@@ -36,7 +36,8 @@ KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-schedu
 # real-nodes: the kubelet, gpupoc's own sandbox (pause) program and device plugin; upgrade: the releases before the
 # pinned Kueue and KubeRay (operations.upgrade), as binaries of their own beside the pinned ones.
 OPTIONAL = {"kai": ("kai-scheduler",), "karpenter": ("karpenter",), "helm": ("helm",), "actionlint": ("actionlint",),
-            "real-nodes": ("kubelet", "pause", "device-plugin"), "upgrade": ("kueue-previous", "kuberay-previous")}
+            "real-nodes": ("kubelet", "pause", "device-plugin"), "upgrade": ("kueue-previous", "kuberay-previous"),
+            "kind": ("kind", "kind-node", "kubelet", "pause", "coredns")}
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
@@ -182,6 +183,14 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
         Recipe("kubelet", pins.kubernetes, ("kubelet",), ("k8s.io/kubernetes/cmd/kubelet",),
                ldflags=kubernetes_ldflags(pins.kubernetes),
                wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kubelet.log"), optional=True),
+        # What a kind node image holds besides the control plane (kind/node-image.sh): kubeadm and kubectl at the
+        # control plane's version (their own wrapper, as the kubelet's), CoreDNS at kubeadm's pin, and kind itself.
+        Recipe("kind-node", pins.kubernetes, ("kubeadm", "kubectl"),
+               ("k8s.io/kubernetes/cmd/kubeadm", "k8s.io/kubernetes/cmd/kubectl"),
+               ldflags=kubernetes_ldflags(pins.kubernetes),
+               wrapper_go_mod=lambda: kubernetes_wrapper(pins, log_dir / "kind-node.log"), optional=True),
+        Recipe("coredns", pins.coredns, ("coredns",), ("github.com/coredns/coredns",), optional=True),
+        Recipe("kind", pins.kind, ("kind",), ("sigs.k8s.io/kind",), optional=True),
         Recipe("kwok", pins.kwok, ("kwok",), ("sigs.k8s.io/kwok/cmd/kwok",)),
         Recipe("kueue", pins.kueue, ("kueue",), (f"{KUEUE_MODULE}/cmd/kueue",)),
         # The upgrade in place starts from these (a wrapper each: `go install` would name them as the pinned ones).

@@ -1,0 +1,102 @@
+"""The images a kind node built here preloads (kind/node-image.sh): the control plane kubeadm deploys, from the
+binaries the sim compiles, under the names kubeadm asks for, so that no node ever pulls from a registry.
+
+Each image is one of images.py's docker archives: the binary in /usr/local/bin (kubeadm's static pods run bare
+`kube-apiserver`, `etcd`, ...), the shared libraries it links (glibc only, read from `ldd` on this host, which is the
+node's Debian release), and for kube-proxy the `nft` it runs in nftables mode. The sandbox image is gpupoc's own
+pause program under containerd's `sandbox_image` name and kubeadm's.
+
+    python -m harness.sim.kind_node OUT_DIR   # writes the archives into OUT_DIR, one line per image
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.config.versions import Pins, load_pins
+from harness.core import paths
+from harness.core.errors import ConfigError
+from harness.sim.images import ImageFile, ImageSpec, docker_archive
+
+REGISTRY = "registry.k8s.io"
+# kind v0.33's containerd config (images/base/files/etc/containerd/config.toml) and kubeadm v1.36's own pause pin
+SANDBOX_IMAGES = (f"{REGISTRY}/pause:3.10", f"{REGISTRY}/pause:3.10.2")
+PATH_ENV = "PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+NFT = Path("/usr/sbin/nft")
+
+
+def shared_libraries(binary: Path) -> list[Path]:
+    """The libraries `binary` loads, as `ldd` resolves them here (none for a static binary)."""
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=30)
+    return [Path(p) for p in re.findall(r"(/\S+\.so[^\s]*)", out.stdout)]
+
+
+def program_files(binary: Path, at: str) -> list[ImageFile]:
+    """`binary` at `at` inside the image, with the libraries it links at the paths the loader looks for them."""
+    files = [ImageFile(at, binary.read_bytes())]
+    files += [ImageFile(str(lib).lstrip("/"), lib.resolve().read_bytes()) for lib in shared_libraries(binary)]
+    return files
+
+
+def control_plane_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
+    """kubeadm v1.36's images (`kubeadm config images list`), each with the binary built for the sim."""
+    def binary(name: str) -> Path:
+        found = bin_dir / name
+        if not found.exists():
+            raise ConfigError(f"{found} missing: build it first (`gpupoc sim build --with kind`)")
+        return found
+
+    def single(image: str, name: str, extra: tuple[ImageFile, ...] = (), entrypoint: tuple[str, ...] = ()) -> ImageSpec:
+        files = {f.path: f for f in (*program_files(binary(name), f"usr/local/bin/{name}"), *extra)}
+        return ImageSpec(image, (*files.values(), ImageFile("tmp/", mode=0o1777)), entrypoint=entrypoint,
+                         env=(PATH_ENV,))
+
+    version = pins.kubernetes
+    specs = [single(f"{REGISTRY}/{name}:{version}", name)
+             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+    specs.append(single(f"{REGISTRY}/kube-proxy:{version}", "kube-proxy",
+                        extra=tuple(program_files(NFT, "usr/sbin/nft"))))
+    specs.append(single(f"{REGISTRY}/etcd:{pins.etcd.removeprefix('v')}-0", "etcd"))
+    specs.append(single(f"{REGISTRY}/coredns/coredns:{pins.coredns}", "coredns",
+                        entrypoint=("/usr/local/bin/coredns",)))
+    pause = binary("gpupoc-pause").read_bytes()
+    specs += [ImageSpec(name, (ImageFile("pause", pause),), entrypoint=("/pause",)) for name in SANDBOX_IMAGES]
+    return specs
+
+
+def archive_name(image: str) -> str:
+    return image.removeprefix(f"{REGISTRY}/").replace("/", "-").replace(":", "-") + ".tar"
+
+
+def write_archives(out_dir: Path, pins: Pins | None = None) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for spec in control_plane_specs(pins or load_pins(), paths.bin_dir()):
+        target = out_dir / archive_name(spec.name)
+        target.write_bytes(docker_archive(spec))
+        written.append(target)
+    return written
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m harness.sim.kind_node OUT_DIR", file=sys.stderr)
+        return 2
+    if not shutil.which("ldd"):
+        print("kind node images: ldd missing (Debian's libc-bin)", file=sys.stderr)
+        return 1
+    try:
+        for archive in write_archives(Path(argv[0])):
+            print(archive)
+    except ConfigError as exc:
+        print(f"kind node images: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

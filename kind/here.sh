@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# kind on a machine that reaches no container registry (this one): Debian's podman, rootful, in a network namespace
+# of gpupoc's own, on the node image kind/node-image.sh builds here.
+#
+#   kind/here.sh up      # node image (cached), the cluster, pod networking, simulated GPUs, the API on 127.0.0.1
+#   kind/here.sh down    # the cluster, podman's network, the namespace; then compares the host with before `up`
+#   kind/here.sh env     # the kubeconfig to point gpupoc at
+#
+# The host's own network is never touched: podman, netavark's bridge, its firewall rules and ip_forward all live in
+# the namespace `gpupoc-kind`, which `down` deletes. The runner reaches the API server through a forwarder from
+# the host's 127.0.0.1 into the namespace (socat). What differs from kind/up.sh and why: docs/kind-node-image.md.
+# GPUPOC_KIND_WORKERS (2) and GPUPOC_KIND_GPUS_PER_NODE (4) as in up.sh.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=kind/up.sh
+source "$here/kind/up.sh"   # its pins, the simulated GPUs (simulate_gpus) and say/die
+
+home=${GPUPOC_BUILD_HOME:-${GPUPOC_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupoc}}
+bin=$home/bin
+state=${GPUPOC_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupoc}/kind
+NETNS=gpupoc-kind
+kubernetes=$(pin kubernetes)
+NODE_IMAGE=localhost/gpupoc-kind-node:$kubernetes
+inside_kubeconfig=$state/kubeconfig.inside   # the server as the namespace sees it
+KUBECONFIG_OUT=$state/kubeconfig             # the same server through the host's 127.0.0.1 (the forwarder)
+
+in_ns() {
+    nsenter --net="/run/netns/$NETNS" env CONTAINERS_CONF="$state/containers.conf" KIND_EXPERIMENTAL_PROVIDER=podman \
+        PATH="$bin:$PATH" "$@"
+}
+k() { in_ns kubectl --kubeconfig "$inside_kubeconfig" "$@"; }
+
+# What `down` must leave as `up` found it: the host's network, rules, mounts and namespaces.
+host_state() {
+    echo "ip_forward $(cat /proc/sys/net/ipv4/ip_forward)"
+    echo "ipv6 forwarding $(cat /proc/sys/net/ipv6/conf/all/forwarding 2>/dev/null || echo -)"
+    echo "--- nftables"; nft list ruleset 2>/dev/null || true
+    echo "--- iptables"; iptables-save 2>/dev/null | grep -v '^#' || true
+    echo "--- links"; ip -o link show | awk '{print $2}'
+    echo "--- addresses"; ip -o addr show | awk '{print $2, $4}'
+    echo "--- routes"; ip route show
+    echo "--- namespaces"; ls /run/netns 2>/dev/null || true
+    echo "--- mounts"; findmnt -rn -o TARGET | grep -E 'containers|netns|kind' || true
+    # (zombies left out: podman's conmon and aardvark-dns linger a moment until their parent reaps them)
+    echo "--- processes"; ps -eo stat=,args= | awk '$1 !~ /^Z/ && /conmon|aardvark-dns|netns\/gpupoc-kind/ && !/awk/ {print $2}' || true
+}
+
+require() {
+    local missing=()
+    for tool in podman socat nsenter mmdebstrap; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+    for b in kind kubectl; do [ -x "$bin/$b" ] || missing+=("$bin/$b (gpupoc sim build --with kind)"); done
+    [ "$(id -u)" = 0 ] || missing+=("root (network namespaces, rootful podman)")
+    [ "${#missing[@]}" -eq 0 ] || die "missing: ${missing[*]}"
+}
+
+cluster_config() {
+    cat <<EOF
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+networking:
+  disableDefaultCNI: true      # kindnetd's image is not built here: a static ptp config per node instead
+  kubeProxyMode: nftables      # kube-proxy's image carries nft, not iptables
+kubeadmConfigPatches:
+- |
+  kind: KubeletConfiguration
+  failCgroupV1: false          # this host has cgroup v1; the kubelet refuses it by default since v1.35
+- |
+  kind: ClusterConfiguration
+  etcd:
+    local:
+      imageTag: "$(pin etcd | sed 's/^v//')-0"   # the sim's etcd, not kubeadm's 3.6.8
+nodes:
+- role: control-plane
+EOF
+    for _ in $(seq 1 "$WORKERS"); do echo "- role: worker"; done
+}
+
+# kind's default CNI (kindnetd) does, per node: a ptp + host-local config for its podCIDR, and a route to every
+# other node's podCIDR through that node. Routes are lost when a node restarts: run `up` again.
+pod_network() {
+    local nodes n m
+    nodes=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}')
+    while read -r n cidr _; do
+        printf '{"cniVersion":"0.4.0","name":"gpupoc","plugins":[{"type":"ptp","ipMasq":false,"mtu":1500,"ipam":{"type":"host-local","dataDir":"/run/cni-ipam-state","routes":[{"dst":"0.0.0.0/0"}],"ranges":[[{"subnet":"%s"}]]}},{"type":"portmap","capabilities":{"portMappings":true}}]}' "$cidr" \
+            | in_ns podman exec -i "$n" cp /dev/stdin /etc/cni/net.d/10-gpupoc.conflist
+        while read -r m other_cidr other_ip; do
+            [ "$m" = "$n" ] || in_ns podman exec "$n" ip route replace "$other_cidr" via "$other_ip"
+        done <<< "$nodes"
+    done <<< "$nodes"
+    k wait --for=condition=Ready node --all --timeout=120s >/dev/null
+}
+
+# The API server's port, published on the namespace's 127.0.0.1, forwarded from the host's 127.0.0.1.
+forward_api() {
+    local server port
+    server=$(k config view -o jsonpath='{.clusters[0].cluster.server}')
+    port=${server##*:}
+    [ ! -f "$state/forward.pid" ] || kill "$(cat "$state/forward.pid")" 2>/dev/null || true
+    # its argv names the namespace, so host_state sees a forwarder left behind
+    setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" \
+        "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:127.0.0.1\:$port,nofork" \
+        >/dev/null 2>&1 < /dev/null &
+    echo $! > "$state/forward.pid"
+    sed "s#$server#https://127.0.0.1:$port#" "$inside_kubeconfig" > "$KUBECONFIG_OUT"
+    for _ in $(seq 50); do
+        kubectl_host get --raw /readyz >/dev/null 2>&1 && return
+        sleep 0.2
+    done
+    die "the API server is not reachable through 127.0.0.1:$port (socat forwarder, pid $(cat "$state/forward.pid"))"
+}
+kubectl_host() { "$bin/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
+
+up() {
+    require
+    mkdir -p "$state"
+    bash "$here/kind/node-image.sh"
+    local start; start=$(date +%s)
+    if ! ip netns list | grep -qw "$NETNS"; then
+        host_state > "$state/host-before"
+        ip netns add "$NETNS"
+        ip -n "$NETNS" link set lo up
+    fi
+    # kind mounts the host's /lib/modules (read-only) into every node; this machine has none
+    if [ ! -d /lib/modules ]; then mkdir /lib/modules; touch "$state/made-lib-modules"; fi
+    # root here lacks CAP_SYS_RESOURCE: without these ulimits every container fails on setting its rlimits.
+    # crun refuses this host's hybrid cgroups; runc runs them. netavark (not CNI) gives the nodes DNS names.
+    cat > "$state/containers.conf" <<'EOF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+[network]
+network_backend = "netavark"
+EOF
+    if in_ns kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+        say "cluster $CLUSTER exists: kept"
+    else
+        cluster_config > "$state/cluster.yaml"
+        in_ns kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$state/cluster.yaml" \
+            --kubeconfig "$inside_kubeconfig" >"$state/create.log" 2>&1 \
+            || die "kind create cluster failed; see $state/create.log: $(grep -m1 ERROR "$state/create.log")"
+    fi
+    pod_network
+    simulate_gpus
+    forward_api
+    say "up in $(( $(date +%s) - start )) s: $(k get nodes --no-headers | wc -l) nodes Ready; KUBECONFIG=$KUBECONFIG_OUT"
+}
+
+down() {
+    local start; start=$(date +%s)
+    if [ -f "$state/forward.pid" ]; then kill "$(cat "$state/forward.pid")" 2>/dev/null || true; rm -f "$state/forward.pid"; fi
+    if ip netns list | grep -qw "$NETNS"; then
+        in_ns kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+        in_ns podman network rm --force kind >/dev/null 2>&1 || true
+        ip netns delete "$NETNS"
+    fi
+    # `ip netns add` bind-mounts /run/netns the first time; undone when up made it and no namespace is left
+    if [ -f "$state/host-before" ] && ! grep -qx /run/netns "$state/host-before" && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+        umount /run/netns 2>/dev/null || true
+    fi
+    if [ -f "$state/made-lib-modules" ]; then rmdir /lib/modules; rm -f "$state/made-lib-modules"; fi
+    say "down in $(( $(date +%s) - start )) s"
+    if [ -f "$state/host-before" ]; then
+        if ! diff <(cat "$state/host-before") <(host_state) > "$state/host-diff"; then
+            die "the host is not as before up: $(head -c 2000 "$state/host-diff")"
+        fi
+        rm -f "$state/host-before" "$state/host-diff"
+        say "the host's network, rules, mounts and namespaces are as before up"
+    fi
+}
+
+case "${1:-}" in
+    up) up ;;
+    down) down ;;
+    env) echo "KUBECONFIG=$KUBECONFIG_OUT" ;;
+    *) die "usage: kind/here.sh up|down|env" ;;
+esac
