@@ -24,9 +24,11 @@ install: $(STAMP)
 
 # helm and actionlint: the checks of kind/'s charts and .github/'s workflows (tests/suites/test_kind_charts.py,
 # tests/unit/test_workflows.py); real-nodes: the kubelet, pause program and device plugin of `sim up --real-nodes N`
-# (tests/sim/test_real_nodes.py); upgrade: the releases before the pinned Kueue and KubeRay (operations.upgrade).
+# (tests/sim/test_real_nodes.py); upgrade: the releases before the pinned Kueue and KubeRay (operations.upgrade);
+# kind: kind, kubeadm, kubectl and CoreDNS for the node image kind/node-image.sh builds (tests/kind).
 build: install
-	$(GPUPOC) sim build --with kai --with karpenter --with helm --with actionlint --with real-nodes --with upgrade
+	$(GPUPOC) sim build --with kai --with karpenter --with helm --with actionlint --with real-nodes --with upgrade \
+		--with kind
 
 # The main job: every suite on every backend on the sim, the acceptance record, outcomes vs suites/expected.yaml.
 poc: build

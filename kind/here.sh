@@ -111,6 +111,29 @@ forward_api() {
 }
 kubectl_host() { "$bin/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
 
+# Kueue from the chart in its own Go module, running the kueue binary the sim builds, in an image built here under
+# the name the release publishes (registry.k8s.io/kueue/kueue:<pin>), loaded into every node with the kind
+# profile's trainer image (harness/sim/kind_node.py); never pulled.
+# No ServiceMonitor: no Prometheus operator runs here (kind/up.sh installs kube-prometheus-stack).
+install_kueue() {
+    local version chart images
+    version=$(pin kueue)
+    chart=$(go env GOMODCACHE)/sigs.k8s.io/kueue@$version/charts/kueue
+    [ -d "$chart" ] || (cd "$here" && go mod download "sigs.k8s.io/kueue@$version") || die "Kueue $version's module cannot be downloaded"
+    images=$state/images
+    rm -rf "$images"
+    (cd "$here" && "$PYTHON" -m harness.sim.kind_node --cluster "$images") >/dev/null
+    for archive in "$images"/*.tar; do in_ns kind load image-archive "$archive" --name "$CLUSTER" >/dev/null 2>&1; done
+    chart_sets kueue
+    in_ns "$bin/helm" --kubeconfig "$inside_kubeconfig" upgrade --install kueue "$chart" --namespace kueue-system \
+        --create-namespace "${SETS[@]}" --set enablePrometheus=false \
+        --set controllerManager.manager.image.repository=registry.k8s.io/kueue/kueue \
+        --set controllerManager.manager.image.tag="$version" --set controllerManager.manager.image.pullPolicy=Never \
+        --wait --timeout 3m >"$state/kueue.log" 2>&1 \
+        || die "helm install of Kueue $version failed ($(tail -1 "$state/kueue.log")); its pods: $(k -n kueue-system get events --field-selector type=Warning -o jsonpath='{.items[-1:].message}')"
+    say "Kueue $version from its chart: $(k -n kueue-system get deploy -o jsonpath='{.items[*].status.readyReplicas}') ready"
+}
+
 up() {
     require
     mkdir -p "$state"
@@ -143,6 +166,7 @@ EOF
     fi
     pod_network
     simulate_gpus
+    install_kueue
     forward_api
     say "up in $(( $(date +%s) - start )) s: $(k get nodes --no-headers | wc -l) nodes Ready; KUBECONFIG=$KUBECONFIG_OUT"
 }

@@ -25,6 +25,10 @@ slurm=0
 case ",${GPUPOC_SIM_SCHEDULERS:-}," in *,slurm,*) slurm=1 ;; esac
 wanted="prometheus:prometheus chromium:chromium nftables:nft"
 wanted="$wanted containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/bridge busybox-static:busybox"
+# kind on this machine (kind/here.sh): rootful podman with netavark and aardvark-dns (the nodes' names), mmdebstrap
+# for the node image's rootfs, socat for the API server's forwarder into kind's network namespace
+wanted="$wanted podman:podman netavark:/usr/lib/podman/netavark aardvark-dns:/usr/lib/podman/aardvark-dns"
+wanted="$wanted mmdebstrap:mmdebstrap socat:socat"
 if [ "$slurm" = 1 ]; then
   wanted="$wanted slurmctld:slurmctld slurmd:slurmd slurm-client:sacctmgr slurmdbd:slurmdbd slurmrestd:slurmrestd"
   wanted="$wanted slurm-wlm-jwt-plugin:slurmrestd munge:munged mariadb-server:mariadbd"

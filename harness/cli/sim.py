@@ -33,7 +33,8 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     build_cmd = sim_commands.add_parser("build", help="compile the sim's components from the Go module proxy")
     build_cmd.add_argument("components", nargs="*", help="only these (default: all but the optional ones)")
     build_cmd.add_argument("--with", dest="with_optional", action="append", default=[], metavar="NAME",
-                           help="also build an optional component: kai (KAI-Scheduler), helm, actionlint")
+                           help="also build an optional component: kai (KAI-Scheduler), karpenter, helm, actionlint, "
+                           "real-nodes, upgrade, kind (the node image's kubeadm, kubectl, CoreDNS, and kind)")
     up = sim_commands.add_parser("up", help="start the sim and its GPU nodes")
     up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
     up.add_argument("--schedulers", default=",".join(schedulers_from_env()) or "none",

@@ -63,6 +63,7 @@ class ImageSpec:
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     env: tuple[str, ...] = ("PATH=/bin",)
+    user: str = ""  # the image's User ("65532:65532" for a chart that runs its pods as non-root); "" for root
 
 
 def _layer(files: Iterable[ImageFile]) -> bytes:
@@ -93,7 +94,8 @@ def docker_archive(spec: ImageSpec) -> bytes:
     layer_id = hashlib.sha256(layer).hexdigest()
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Env": list(spec.env), "Entrypoint": list(spec.entrypoint) or None, "Cmd": list(spec.cmd) or None},
+        "config": {"Env": list(spec.env), "Entrypoint": list(spec.entrypoint) or None, "Cmd": list(spec.cmd) or None,
+                   **({"User": spec.user} if spec.user else {})},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
         "history": [{"created_by": "gpupoc sim (harness/sim/images.py)"}],
     }, sort_keys=True).encode()

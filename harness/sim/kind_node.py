@@ -6,12 +6,14 @@ Each image is one of images.py's docker archives: the binary in /usr/local/bin (
 node's Debian release), and for kube-proxy the `nft` it runs in nftables mode. The sandbox image is gpupoc's own
 pause program under containerd's `sandbox_image` name and kubeadm's.
 
-    python -m harness.sim.kind_node OUT_DIR   # writes the archives into OUT_DIR, one line per image
+    python -m harness.sim.kind_node OUT_DIR                # the control plane's archives into OUT_DIR
+    python -m harness.sim.kind_node --cluster OUT_DIR      # Kueue's for its chart, the kind profile's trainer
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 import shutil
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from pathlib import Path
 from harness.config.versions import Pins, load_pins
 from harness.core import paths
 from harness.core.errors import ConfigError
-from harness.sim.images import ImageFile, ImageSpec, docker_archive
+from harness.sim.images import ImageFile, ImageSpec, docker_archive, trainer_spec
 
 REGISTRY = "registry.k8s.io"
 # kind v0.33's containerd config (images/base/files/etc/containerd/config.toml) and kubeadm v1.36's own pause pin
@@ -68,14 +70,35 @@ def control_plane_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
     return specs
 
 
+# The images kind/here.sh loads into the nodes, built from what the sim builds and named as the releases publish
+# them: Kueue's for its chart, and the trainer profiles/kind.yaml names (busybox:1.36.1) as Debian's busybox-static
+# (1.35: sh, date, sed and sleep are all the trainer runs; docs/kind-node-image.md says so).
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
+TRAINER_IMAGE = "docker.io/library/busybox:1.36.1"
+NONROOT = "65532:65532"
+
+
+def cluster_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
+    kueue = bin_dir / "kueue"
+    if not kueue.exists():
+        raise ConfigError(f"{kueue} missing: build it first (`gpupoc sim build`)")
+    # the chart's Deployment runs /manager with runAsNonRoot, as the release's distroless image (user 65532)
+    files = [*program_files(kueue, "manager"), ImageFile("tmp/", mode=0o1777)]
+    return [ImageSpec(f"{KUEUE_IMAGE}:{pins.kueue}", tuple(files), entrypoint=("/manager",), env=(PATH_ENV,),
+                      user=NONROOT),
+            replace(trainer_spec(), name=TRAINER_IMAGE)]
+
+
 def archive_name(image: str) -> str:
     return image.removeprefix(f"{REGISTRY}/").replace("/", "-").replace(":", "-") + ".tar"
 
 
-def write_archives(out_dir: Path, pins: Pins | None = None) -> list[Path]:
+def write_archives(out_dir: Path, cluster: bool = False, pins: Pins | None = None) -> list[Path]:
+    pins = pins or load_pins()
+    specs = (cluster_specs if cluster else control_plane_specs)(pins, paths.bin_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in control_plane_specs(pins or load_pins(), paths.bin_dir()):
+    for spec in specs:
         target = out_dir / archive_name(spec.name)
         target.write_bytes(docker_archive(spec))
         written.append(target)
@@ -83,14 +106,16 @@ def write_archives(out_dir: Path, pins: Pins | None = None) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    cluster = argv[:1] == ["--cluster"]
+    argv = argv[1:] if cluster else argv
     if len(argv) != 1:
-        print("usage: python -m harness.sim.kind_node OUT_DIR", file=sys.stderr)
+        print("usage: python -m harness.sim.kind_node [--cluster] OUT_DIR", file=sys.stderr)
         return 2
     if not shutil.which("ldd"):
         print("kind node images: ldd missing (Debian's libc-bin)", file=sys.stderr)
         return 1
     try:
-        for archive in write_archives(Path(argv[0])):
+        for archive in write_archives(Path(argv[0]), cluster):
             print(archive)
     except ConfigError as exc:
         print(f"kind node images: {exc}", file=sys.stderr)

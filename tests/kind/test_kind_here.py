@@ -1,0 +1,71 @@
+"""kind on this machine (kind/here.sh): a real kubeadm cluster in podman, on the node image built here, with Kueue
+installed by its own Helm chart in an image built here. gpupoc runs a case against it as against any cluster (its
+kubeconfig, the kind profile, the queue model kept as `gpupoc setup` made it), and `down` leaves the host's network,
+rules, mounts and namespaces as `up` found them (here.sh compares them and fails otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config.versions import load_pins
+from harness.core.paths import REPO_ROOT, gpupoc_home
+
+HERE = REPO_ROOT / "kind" / "here.sh"
+UP_TIMEOUT_S = 900  # a cold node image: mmdebstrap and the image imports (57 s warm, 2026-12-05)
+RUN_TIMEOUT_S = 400
+
+
+def kind_kubeconfig() -> Path:
+    return gpupoc_home() / "kind" / "kubeconfig"
+
+
+def gpupoc(*args: str, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def kubectl(*args: str) -> str:
+    kubectl_bin = gpupoc_home() / "bin" / "kubectl"
+    out = subprocess.run([str(kubectl_bin), "--kubeconfig", str(kind_kubeconfig()), *args], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def kind_here() -> Path:
+    up = subprocess.run(["bash", str(HERE), "up"], capture_output=True, text=True, timeout=UP_TIMEOUT_S)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        yield kind_kubeconfig()
+    finally:
+        down = subprocess.run(["bash", str(HERE), "down"], capture_output=True, text=True, timeout=300)
+        assert down.returncode == 0, down.stderr[-3000:]
+        assert "as before up" in down.stderr, down.stderr[-3000:]
+
+
+def test_a_chart_installed_kueue_admits_a_gang_on_kind_in_images_built_here(kind_here: Path, tmp_path: Path) -> None:
+    pins = load_pins()
+    pods = json.loads(kubectl("-n", "kueue-system", "get", "pods", "-o", "json"))["items"]
+    images = {s["image"] for p in pods for s in p["status"].get("containerStatuses", [])}
+    assert images == {f"registry.k8s.io/kueue/kueue:{pins.kueue}"}, images
+    deployment = json.loads(kubectl("-n", "kueue-system", "get", "deployment", "kueue-controller-manager", "-o", "json"))
+    assert deployment["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "Helm", deployment["metadata"]
+
+    setup = gpupoc("setup", "--kubeconfig", str(kind_here), "--profile", "profiles/kind.yaml", "--backends", "kueue")
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    run = gpupoc("run", "--kubeconfig", str(kind_here), "--profile", "profiles/kind.yaml", "--backends", "kueue",
+                 "--queue-model", "keep", "--reports-dir", str(tmp_path), "--progress", "off", "--",
+                 "suites/training/test_gang_admission.py")
+    assert "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    record = json.loads(next(tmp_path.glob("*/record.json")).read_text())
+    [result] = record["results"]
+    assert (result["criterion"], result["backend"], result["outcome"]) == ("training.gang_admission", "kueue", "PASS")
+    # a cluster gpupoc knows only by its kubeconfig, which says it is kind
+    assert (record["target"]["kind"], record["target"]["providers"]) == ("kubeconfig", ["kind"]), record["target"]
