@@ -14,7 +14,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=kind/up.sh
-source "$here/kind/up.sh"   # its pins, the simulated GPUs (simulate_gpus) and say/die
+source "$here/kind/up.sh"   # its pins, chart flags (chart_sets) and the simulated GPUs (simulate_gpus)
+say() { printf 'kind/here.sh: [%3ss] %s\n' "$SECONDS" "$*" >&2; }
 
 home=${GPUPOC_BUILD_HOME:-${GPUPOC_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupoc}}
 bin=$home/bin
@@ -65,6 +66,9 @@ kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
   failCgroupV1: false          # this host has cgroup v1; the kubelet refuses it by default since v1.35
+  # Kueue's chart makes its webhook certificate in a Secret and waits until the kubelet has refreshed the pod's
+  # mounted copy: 87 s at the default 1 min sync (2026-12-05)
+  syncFrequency: 10s
 - |
   kind: ClusterConfiguration
   etcd:
@@ -124,6 +128,7 @@ install_kueue() {
     rm -rf "$images"
     (cd "$here" && "$PYTHON" -m harness.sim.kind_node --cluster "$images") >/dev/null
     for archive in "$images"/*.tar; do in_ns kind load image-archive "$archive" --name "$CLUSTER" >/dev/null 2>&1; done
+    say "images built here and loaded: $(cd "$images" && echo *.tar)"
     chart_sets kueue
     in_ns "$bin/helm" --kubeconfig "$inside_kubeconfig" upgrade --install kueue "$chart" --namespace kueue-system \
         --create-namespace "${SETS[@]}" --set enablePrometheus=false \
@@ -132,6 +137,20 @@ install_kueue() {
         --wait --timeout 3m >"$state/kueue.log" 2>&1 \
         || die "helm install of Kueue $version failed ($(tail -1 "$state/kueue.log")); its pods: $(k -n kueue-system get events --field-selector type=Warning -o jsonpath='{.items[-1:].message}')"
     say "Kueue $version from its chart: $(k -n kueue-system get deploy -o jsonpath='{.items[*].status.readyReplicas}') ready"
+}
+
+# Volcano from the chart in its module: scheduler, controllers and admission webhook (whose init Job makes the
+# webhook's certificate with openssl and kubectl), each in an image built here under its published name.
+install_volcano() {
+    local version chart
+    version=$(pin volcano)
+    chart=$(go env GOMODCACHE)/volcano.sh/volcano@$version/installer/helm/chart/volcano
+    [ -d "$chart" ] || (cd "$here" && go mod download "volcano.sh/volcano@$version") || die "Volcano $version's module cannot be downloaded"
+    chart_sets volcano
+    in_ns "$bin/helm" --kubeconfig "$inside_kubeconfig" upgrade --install volcano "$chart" --namespace volcano-system \
+        --create-namespace "${SETS[@]}" --set basic.image_pull_policy=Never --wait --timeout 3m >"$state/volcano.log" 2>&1 \
+        || die "helm install of Volcano $version failed ($(tail -1 "$state/volcano.log")); its pods: $(k -n volcano-system get events --field-selector type=Warning -o jsonpath='{.items[-1:].message}')"
+    say "Volcano $version from its chart: $(k -n volcano-system get deploy -o jsonpath='{range .items[*]}{.metadata.name}={.status.readyReplicas} {end}')"
 }
 
 up() {
@@ -167,6 +186,7 @@ EOF
     pod_network
     simulate_gpus
     install_kueue
+    install_volcano
     forward_api
     say "up in $(( $(date +%s) - start )) s: $(k get nodes --no-headers | wc -l) nodes Ready; KUBECONFIG=$KUBECONFIG_OUT"
 }

@@ -37,7 +37,7 @@ KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-schedu
 # pinned Kueue and KubeRay (operations.upgrade), as binaries of their own beside the pinned ones.
 OPTIONAL = {"kai": ("kai-scheduler",), "karpenter": ("karpenter",), "helm": ("helm",), "actionlint": ("actionlint",),
             "real-nodes": ("kubelet", "pause", "device-plugin"), "upgrade": ("kueue-previous", "kuberay-previous"),
-            "kind": ("kind", "kind-node", "kubelet", "pause", "coredns")}
+            "kind": ("kind", "kind-node", "kubelet", "pause", "coredns", "volcano-admission")}
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 HELM_MODULE = "helm.sh/helm/v3"  # v4 moves the packages that helm_ldflags stamps
@@ -203,6 +203,9 @@ def recipes(pins: Pins, log_dir: Path) -> list[Recipe]:
         Recipe("volcano", pins.volcano, ("volcano-scheduler", "volcano-controller-manager"),
                ("volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano/cmd/controller-manager"),
                wrapper_go_mod=lambda: volcano_wrapper(pins, log_dir / "volcano.log")),
+        # Volcano's admission webhook: the sim runs Volcano without it; its chart on kind needs it (kind/here.sh).
+        Recipe("volcano-admission", pins.volcano, ("volcano-webhook-manager",), ("volcano.sh/volcano/cmd/webhook-manager",),
+               wrapper_go_mod=lambda: volcano_wrapper(pins, log_dir / "volcano-admission.log"), optional=True),
         Recipe("kuberay", pins.kuberay, ("ray-operator",), (KUBERAY_MODULE,)),
         Recipe("kube-state-metrics", pins.kube_state_metrics, ("kube-state-metrics",),
                ("k8s.io/kube-state-metrics/v2",),

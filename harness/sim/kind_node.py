@@ -22,7 +22,8 @@ from pathlib import Path
 from harness.config.versions import Pins, load_pins
 from harness.core import paths
 from harness.core.errors import ConfigError
-from harness.sim.images import ImageFile, ImageSpec, docker_archive, trainer_spec
+from harness.sim.crds import module_dir
+from harness.sim.images import ImageFile, ImageSpec, debian_files, docker_archive, images_dir, trainer_spec
 
 REGISTRY = "registry.k8s.io"
 # kind v0.33's containerd config (images/base/files/etc/containerd/config.toml) and kubeadm v1.36's own pause pin
@@ -78,15 +79,39 @@ TRAINER_IMAGE = "docker.io/library/busybox:1.36.1"
 NONROOT = "65532:65532"
 
 
+VOLCANO_REGISTRY = "docker.io/volcanosh"  # the chart's basic.image_registry and *_image_name
+# What Volcano's admission-init Job runs (installer/dockerfile/webhook-manager: its gen-admission-secret.sh on
+# Alpine): bash, openssl, kubectl, and cat, base64 and tr (busybox's applets here).
+ADMISSION_INIT_PACKAGES = ("bash", "libtinfo6", "libc6", "openssl", "libssl3")
+
+
 def cluster_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
-    kueue = bin_dir / "kueue"
-    if not kueue.exists():
-        raise ConfigError(f"{kueue} missing: build it first (`gpupoc sim build`)")
-    # the chart's Deployment runs /manager with runAsNonRoot, as the release's distroless image (user 65532)
-    files = [*program_files(kueue, "manager"), ImageFile("tmp/", mode=0o1777)]
-    return [ImageSpec(f"{KUEUE_IMAGE}:{pins.kueue}", tuple(files), entrypoint=("/manager",), env=(PATH_ENV,),
-                      user=NONROOT),
-            replace(trainer_spec(), name=TRAINER_IMAGE)]
+    def binary(name: str) -> Path:
+        found = bin_dir / name
+        if not found.exists():
+            raise ConfigError(f"{found} missing: build it first (`gpupoc sim build --with kind`)")
+        return found
+
+    def program(image: str, name: str, at: str, extra: tuple[ImageFile, ...] = (), user: str = "") -> ImageSpec:
+        files = {f.path: f for f in (*program_files(binary(name), at), *extra, ImageFile("tmp/", mode=0o1777))}
+        return ImageSpec(image, tuple(files.values()), entrypoint=(f"/{at}",), env=(PATH_ENV,), user=user)
+
+    trainer = replace(trainer_spec(), name=TRAINER_IMAGE)
+    script = (module_dir("volcano.sh/volcano", pins.volcano, paths.build_root())
+              / "installer/dockerfile/webhook-manager/gen-admission-secret.sh")
+    admission_extra = (*trainer.files, *debian_files(ADMISSION_INIT_PACKAGES, images_dir() / "debs"),
+                       *program_files(binary("kubectl"), "usr/local/bin/kubectl"),
+                       ImageFile("gen-admission-secret.sh", script.read_bytes()))
+    return [
+        # the chart's Deployment runs /manager with runAsNonRoot, as the release's distroless image (user 65532)
+        program(f"{KUEUE_IMAGE}:{pins.kueue}", "kueue", "manager", user=NONROOT),
+        program(f"{VOLCANO_REGISTRY}/vc-scheduler:{pins.volcano}", "volcano-scheduler", "vc-scheduler"),
+        program(f"{VOLCANO_REGISTRY}/vc-controller-manager:{pins.volcano}", "volcano-controller-manager",
+                "vc-controller-manager"),
+        program(f"{VOLCANO_REGISTRY}/vc-webhook-manager:{pins.volcano}", "volcano-webhook-manager",
+                "vc-webhook-manager", extra=admission_extra),
+        trainer,
+    ]
 
 
 def archive_name(image: str) -> str:

@@ -1,5 +1,5 @@
 """kind on this machine (kind/here.sh): a real kubeadm cluster in podman, on the node image built here, with Kueue
-installed by its own Helm chart in an image built here. gpupoc runs a case against it as against any cluster (its
+and Volcano installed by their own Helm charts in images built here. gpupoc runs a case against it as against any cluster (its
 kubeconfig, the kind profile, the queue model kept as `gpupoc setup` made it), and `down` leaves the host's network,
 rules, mounts and namespaces as `up` found them (here.sh compares them and fails otherwise).
 """
@@ -50,22 +50,30 @@ def kind_here() -> Path:
         assert "as before up" in down.stderr, down.stderr[-3000:]
 
 
-def test_a_chart_installed_kueue_admits_a_gang_on_kind_in_images_built_here(kind_here: Path, tmp_path: Path) -> None:
-    pins = load_pins()
-    pods = json.loads(kubectl("-n", "kueue-system", "get", "pods", "-o", "json"))["items"]
-    images = {s["image"] for p in pods for s in p["status"].get("containerStatuses", [])}
-    assert images == {f"registry.k8s.io/kueue/kueue:{pins.kueue}"}, images
-    deployment = json.loads(kubectl("-n", "kueue-system", "get", "deployment", "kueue-controller-manager", "-o", "json"))
-    assert deployment["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "Helm", deployment["metadata"]
+def images_in(namespace: str) -> set[str]:
+    pods = json.loads(kubectl("-n", namespace, "get", "pods", "-o", "json"))["items"]
+    return {s["image"] for p in pods for s in p["status"].get("containerStatuses", [])}
 
-    setup = gpupoc("setup", "--kubeconfig", str(kind_here), "--profile", "profiles/kind.yaml", "--backends", "kueue")
+
+def test_chart_installed_kueue_and_volcano_admit_and_hold_gangs_on_kind_in_images_built_here(
+        kind_here: Path, tmp_path: Path) -> None:
+    pins = load_pins()
+    assert images_in("kueue-system") == {f"registry.k8s.io/kueue/kueue:{pins.kueue}"}
+    assert images_in("volcano-system") == {f"docker.io/volcanosh/vc-{name}:{pins.volcano}"
+                                           for name in ("scheduler", "controller-manager", "webhook-manager")}
+    for namespace, deployment in (("kueue-system", "kueue-controller-manager"), ("volcano-system", "volcano-scheduler")):
+        made = json.loads(kubectl("-n", namespace, "get", "deployment", deployment, "-o", "json"))["metadata"]
+        assert made["labels"].get("app.kubernetes.io/managed-by") == "Helm", made
+
+    setup = gpupoc("setup", "--kubeconfig", str(kind_here), "--profile", "profiles/kind.yaml",
+                   "--backends", "kueue,volcano")
     assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
-    run = gpupoc("run", "--kubeconfig", str(kind_here), "--profile", "profiles/kind.yaml", "--backends", "kueue",
+    run = gpupoc("run", "--kubeconfig", str(kind_here), "--profile", "profiles/kind.yaml", "--backends", "kueue,volcano",
                  "--queue-model", "keep", "--reports-dir", str(tmp_path), "--progress", "off", "--",
                  "suites/training/test_gang_admission.py")
-    assert "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "2 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
     record = json.loads(next(tmp_path.glob("*/record.json")).read_text())
-    [result] = record["results"]
-    assert (result["criterion"], result["backend"], result["outcome"]) == ("training.gang_admission", "kueue", "PASS")
+    outcomes = {(r["criterion"], r["backend"], r["outcome"]) for r in record["results"]}
+    assert outcomes == {("training.gang_admission", "kueue", "PASS"), ("training.gang_admission", "volcano", "PASS")}
     # a cluster gpupoc knows only by its kubeconfig, which says it is kind
     assert (record["target"]["kind"], record["target"]["providers"]) == ("kubeconfig", ["kind"]), record["target"]
