@@ -12,7 +12,7 @@ GPUPOC := $(PYTHON) -m harness.cli
 # row (Karpenter with its kwok provider: --with karpenter).
 export GPUPOC_SIM_SCHEDULERS ?= kueue,volcano,kuberay,kai,slurm,karpenter
 
-.PHONY: poc test install build unit clean-sim
+.PHONY: poc test kind install build unit clean-sim
 
 $(STAMP): pyproject.toml
 	bash sim/install-deps.sh
@@ -40,6 +40,11 @@ poc: build
 TEST_WORKERS ?= 3
 test: build
 	$(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
+
+# kind on this machine, as a user runs gpupoc against a cluster (kind/here.sh: the node image built here, the
+# schedulers from their charts, Prometheus as a pod, podman inside a network namespace of gpupoc's own).
+kind: build
+	PYTHON=$(PYTHON) bash kind/here.sh poc
 
 unit: install
 	$(PYTHON) -m pytest tests/unit

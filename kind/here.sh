@@ -4,7 +4,8 @@
 #
 #   kind/here.sh up      # node image (cached), the cluster, pod networking, simulated GPUs, the API on 127.0.0.1
 #   kind/here.sh down    # the cluster, podman's network, the namespace; then compares the host with before `up`
-#   kind/here.sh env     # the kubeconfig to point gpupoc at
+#   kind/here.sh env     # the kubeconfig and Prometheus to point gpupoc at
+#   kind/here.sh poc     # make kind: up, every suite on kueue, volcano and default, the record, down
 #
 # The host's own network is never touched: podman, netavark's bridge, its firewall rules and ip_forward all live in
 # the namespace `gpupoc-kind`, which `down` deletes. The runner reaches the API server through a forwarder from
@@ -49,7 +50,7 @@ host_state() {
 
 require() {
     local missing=()
-    for tool in podman socat nsenter mmdebstrap; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+    for tool in podman socat nsenter mmdebstrap curl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
     for b in kind kubectl; do [ -x "$bin/$b" ] || missing+=("$bin/$b (gpupoc sim build --with kind)"); done
     [ "$(id -u)" = 0 ] || missing+=("root (network namespaces, rootful podman)")
     [ "${#missing[@]}" -eq 0 ] || die "missing: ${missing[*]}"
@@ -95,23 +96,29 @@ pod_network() {
     k wait --for=condition=Ready node --all --timeout=120s >/dev/null
 }
 
+# A forwarder from the host's 127.0.0.1:PORT to ADDRESS inside the namespace (socat; its argv names the namespace,
+# so host_state sees one left behind). Its pid in $state/forward-NAME.pid.
+forward() {
+    local port=$1 address=$2 name=$3
+    [ ! -f "$state/forward-$name.pid" ] || kill "$(cat "$state/forward-$name.pid")" 2>/dev/null || true
+    setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" \
+        "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:${address//:/\\:},nofork" \
+        >/dev/null 2>&1 < /dev/null &
+    echo $! > "$state/forward-$name.pid"
+}
+
 # The API server's port, published on the namespace's 127.0.0.1, forwarded from the host's 127.0.0.1.
 forward_api() {
     local server port
     server=$(k config view -o jsonpath='{.clusters[0].cluster.server}')
     port=${server##*:}
-    [ ! -f "$state/forward.pid" ] || kill "$(cat "$state/forward.pid")" 2>/dev/null || true
-    # its argv names the namespace, so host_state sees a forwarder left behind
-    setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" \
-        "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:127.0.0.1\:$port,nofork" \
-        >/dev/null 2>&1 < /dev/null &
-    echo $! > "$state/forward.pid"
+    forward "$port" "127.0.0.1:$port" api
     sed "s#$server#https://127.0.0.1:$port#" "$inside_kubeconfig" > "$KUBECONFIG_OUT"
     for _ in $(seq 50); do
         kubectl_host get --raw /readyz >/dev/null 2>&1 && return
         sleep 0.2
     done
-    die "the API server is not reachable through 127.0.0.1:$port (socat forwarder, pid $(cat "$state/forward.pid"))"
+    die "the API server is not reachable through 127.0.0.1:$port (socat forwarder, pid $(cat "$state/forward-api.pid"))"
 }
 kubectl_host() { "$bin/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
 
@@ -153,6 +160,31 @@ install_volcano() {
     say "Volcano $version from its chart: $(k -n volcano-system get deploy -o jsonpath='{range .items[*]}{.metadata.name}={.status.readyReplicas} {end}')"
 }
 
+# Prometheus (kind/monitoring.yaml) and kube-state-metrics (its own examples/standard), then the host's
+# 127.0.0.1:$PROMETHEUS_PORT forwarded to Prometheus' NodePort on the control-plane node.
+PROMETHEUS_PORT=${GPUPOC_KIND_PROMETHEUS_PORT:-39090}
+install_monitoring_here() {
+    local ksm config node_ip
+    ksm=$(go env GOMODCACHE)/k8s.io/kube-state-metrics/v2@$(pin kube-state-metrics)/examples/standard
+    [ -d "$ksm" ] || (cd "$here" && go mod download "k8s.io/kube-state-metrics/v2@$(pin kube-state-metrics)") \
+        || die "kube-state-metrics' module cannot be downloaded"
+    k apply --server-side --field-manager gpupoc-kind -k "$ksm" >/dev/null
+    config=$(sha256sum "$here/kind/monitoring.yaml" | cut -c1-12)
+    sed -e "s#PROMETHEUS_IMAGE#$(cd "$here" && "$PYTHON" -c 'from harness.sim.kind_node import PROMETHEUS_IMAGE; print(PROMETHEUS_IMAGE)')#" \
+        -e "s#CONFIG_HASH#$config#" "$here/kind/monitoring.yaml" | k apply --server-side --field-manager gpupoc-kind -f - >/dev/null
+    k -n kube-system rollout status deployment/kube-state-metrics --timeout=120s >/dev/null \
+        || die "kube-state-metrics is not ready: $(k -n kube-system get events --field-selector type=Warning -o jsonpath='{.items[-1:].message}')"
+    k -n kube-system rollout status deployment/prometheus --timeout=120s >/dev/null \
+        || die "Prometheus is not ready: $(k -n kube-system get events --field-selector type=Warning -o jsonpath='{.items[-1:].message}')"
+    node_ip=$(k get node "$CLUSTER-control-plane" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    forward "$PROMETHEUS_PORT" "$node_ip:30090" prometheus
+    for _ in $(seq 50); do
+        curl -sf "http://127.0.0.1:$PROMETHEUS_PORT/-/ready" >/dev/null && break
+        sleep 0.2
+    done
+    say "Prometheus and kube-state-metrics as pods; Prometheus at http://127.0.0.1:$PROMETHEUS_PORT"
+}
+
 up() {
     require
     mkdir -p "$state"
@@ -187,13 +219,18 @@ EOF
     simulate_gpus
     install_kueue
     install_volcano
+    install_monitoring_here
     forward_api
     say "up in $(( $(date +%s) - start )) s: $(k get nodes --no-headers | wc -l) nodes Ready; KUBECONFIG=$KUBECONFIG_OUT"
 }
 
 down() {
     local start; start=$(date +%s)
-    if [ -f "$state/forward.pid" ]; then kill "$(cat "$state/forward.pid")" 2>/dev/null || true; rm -f "$state/forward.pid"; fi
+    for pid in "$state"/forward-*.pid; do
+        [ -f "$pid" ] || continue
+        kill "$(cat "$pid")" 2>/dev/null || true
+        rm -f "$pid"
+    done
     if ip netns list | grep -qw "$NETNS"; then
         in_ns kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
         in_ns podman network rm --force kind >/dev/null 2>&1 || true
@@ -214,9 +251,25 @@ down() {
     fi
 }
 
+# make kind: up, the reference queue model, every suite on the backends installed here, the record, down (always).
+# gpupoc runs as a user's would: the cluster's kubeconfig and Prometheus, the kind profile, the queue model kept.
+KIND_BACKENDS=${GPUPOC_KIND_BACKENDS:-kueue,volcano,default}
+poc() {
+    local rc=0
+    trap down EXIT
+    up
+    (cd "$here" && "$PYTHON" -m harness.cli setup --kubeconfig "$KUBECONFIG_OUT" --profile profiles/kind.yaml \
+        --backends "${KIND_BACKENDS/,default/}") || return
+    (cd "$here" && "$PYTHON" -m harness.cli run --kubeconfig "$KUBECONFIG_OUT" --profile profiles/kind.yaml \
+        --prometheus-url "http://127.0.0.1:$PROMETHEUS_PORT" --backends "$KIND_BACKENDS" --queue-model keep \
+        --allow-destructive "kind-$CLUSTER" "$@") || rc=$?
+    return "$rc"
+}
+
 case "${1:-}" in
     up) up ;;
     down) down ;;
-    env) echo "KUBECONFIG=$KUBECONFIG_OUT" ;;
-    *) die "usage: kind/here.sh up|down|env" ;;
+    poc) shift; poc "$@" ;;
+    env) echo "KUBECONFIG=$KUBECONFIG_OUT GPUPOC_PROMETHEUS_URL=http://127.0.0.1:$PROMETHEUS_PORT" ;;
+    *) die "usage: kind/here.sh up|down|env|poc [gpupoc run's options]" ;;
 esac

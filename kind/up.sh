@@ -59,13 +59,14 @@ require_tools() {
   [ "${#missing[@]}" -eq 0 ] || die "missing: ${missing[*]}"
 }
 
-# The --set flags a chart is installed with: harness/setup/kind_charts.py's, the ones tests/suites/test_kind_charts.py renders.
+# The flags a chart is installed with: harness/setup/kind_charts.py's --set flags and its values file with the POC's
+# reference scheduler configuration, the ones tests/suites/test_kind_charts.py renders.
 chart_sets() {
   local listed
   listed=$(cd "$REPO_ROOT" && "$PYTHON" -c 'import sys
-from harness.setup.kind_charts import kind_set_flags
+from harness.setup.kind_charts import kind_install_flags
 from harness.config.versions import load_pins
-print("\n".join(kind_set_flags(sys.argv[1], load_pins())))' "$1")
+print("\n".join(kind_install_flags(sys.argv[1], load_pins())))' "$1")
   SETS=()
   [ -z "$listed" ] || mapfile -t SETS <<< "$listed"
 }

@@ -23,6 +23,7 @@ from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, Resour
 
 from harness.core.errors import BuildError, ConfigError
 from harness.core import paths
+from harness.config.reference_schedulers import KUEUE_SETTINGS, VOLCANO_SCHEDULER_CONF, merged
 from harness.config.versions import Pins
 
 HELM = "helm"
@@ -46,7 +47,7 @@ class ChartSource:
     path: str  # inside the module
     renderer: str  # HELM or MANIFESTS
     namespace: str
-    values: tuple[tuple[str, str], ...] = ()  # helm --set; kind/up.sh passes the same (kind_set_flags)
+    values: tuple[tuple[str, str], ...] = ()  # helm --set; kind/up.sh passes the same (kind_install_flags)
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,22 @@ def set_flags(source: ChartSource) -> list[str]:
     return [flag for key, value in source.values for flag in ("--set", f"{key}={value}")]
 
 
-def kind_set_flags(name: str, pins: Pins) -> list[str]:
-    """The --set flags kind/up.sh installs chart `name` with: the ones checked here."""
-    return next((set_flags(s) for s in chart_sources(pins) if s.name == name), [])
+def reference_values(name: str, chart_defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The chart values that give the scheduler the POC's reference configuration (harness/config/
+    reference_schedulers.py), over the chart's own defaults (its values.yaml): Kueue's configuration file with the
+    reference settings laid over the one the chart ships, Volcano's scheduler configuration. None for the others."""
+    if name == "kueue":
+        manager = chart_defaults["managerConfig"]["controllerManagerConfigYaml"]
+        config = merged(yaml.safe_load(manager), KUEUE_SETTINGS)
+        return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)}}
+    if name == "volcano":
+        return {"custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONF}}
+    return {}
 
 
-def helm_template_args(source: ChartSource, chart_dir: Path, kube_version: str) -> list[str]:
+def helm_template_args(source: ChartSource, chart_dir: Path, kube_version: str, values_file: Path) -> list[str]:
     return ["template", source.name, str(chart_dir), "--namespace", source.namespace,
-            "--kube-version", kube_version, "--include-crds", *set_flags(source)]
+            "--kube-version", kube_version, "--include-crds", *set_flags(source), "--values", str(values_file)]
 
 
 def split_documents(text: str) -> list[dict[str, Any]]:
@@ -167,12 +176,31 @@ def helm_binary() -> Path:
     return path
 
 
+def values_file(source: ChartSource, chart_dir: Path) -> Path:
+    """The reference values of `source`'s chart, written where kind/up.sh and kind/here.sh read them too."""
+    defaults = yaml.safe_load((chart_dir / "values.yaml").read_text()) or {}
+    target = paths.gpupoc_home() / "kind" / f"{source.name}-values.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(reference_values(source.name, defaults), sort_keys=False))
+    return target
+
+
+def kind_install_flags(name: str, pins: Pins) -> list[str]:
+    """What kind/up.sh and kind/here.sh install chart `name` with: the --set flags and the reference values file,
+    the same that the chart checks render."""
+    source = next((s for s in chart_sources(pins) if s.name == name), None)
+    if source is None or source.renderer != HELM:
+        return []
+    chart_dir = module_dir(source.module, source.version) / source.path
+    return [*set_flags(source), "--values", str(values_file(source, chart_dir))]
+
+
 def render(source: ChartSource, kube_version: str) -> list[dict[str, Any]]:
     """The objects of one source as its installer would send them."""
     folder = module_dir(source.module, source.version) / source.path
     if source.renderer == MANIFESTS:
         return [obj for path in manifest_files(folder) for obj in split_documents(path.read_text())]
-    args = helm_template_args(source, folder, kube_version)
+    args = helm_template_args(source, folder, kube_version, values_file(source, folder))
     result = subprocess.run([str(helm_binary()), *args], capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
     if result.returncode != 0:
         raise BuildError(f"helm template {source.name} {source.version} failed: {result.stderr.strip()}")

@@ -79,7 +79,11 @@ TRAINER_IMAGE = "docker.io/library/busybox:1.36.1"
 NONROOT = "65532:65532"
 
 
-VOLCANO_REGISTRY = "docker.io/volcanosh"  # the chart's basic.image_registry and *_image_name
+VOLCANO_REGISTRY = "docker.io/volcanosh"
+KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
+# Prometheus as the sim runs it (Debian's build), for kind/monitoring.yaml; named for what it is, not a release
+PROMETHEUS = Path("/usr/bin/prometheus")
+PROMETHEUS_IMAGE = "gpupoc.local/prometheus-debian:2.42"  # the chart's basic.image_registry and *_image_name
 # What Volcano's admission-init Job runs (installer/dockerfile/webhook-manager: its gen-admission-secret.sh on
 # Alpine): bash, openssl, kubectl, and cat, base64 and tr (busybox's applets here).
 ADMISSION_INIT_PACKAGES = ("bash", "libtinfo6", "libc6", "openssl", "libssl3")
@@ -111,6 +115,12 @@ def cluster_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
         program(f"{VOLCANO_REGISTRY}/vc-webhook-manager:{pins.volcano}", "volcano-webhook-manager",
                 "vc-webhook-manager", extra=admission_extra),
         trainer,
+        # kube-state-metrics as its examples/standard Deployment names it (user 65534, read-only root)
+        replace(program(f"{KUBE_STATE_METRICS_IMAGE}:{pins.kube_state_metrics}", "kube-state-metrics",
+                        "kube-state-metrics", user="65534:65534"),
+                entrypoint=("/kube-state-metrics", "--port=8080", "--telemetry-port=8081")),  # its Dockerfile's
+        ImageSpec(PROMETHEUS_IMAGE, tuple(program_files(PROMETHEUS, "bin/prometheus")) + (ImageFile("tmp/", mode=0o1777),),
+                  entrypoint=("/bin/prometheus",), env=(PATH_ENV,)),
     ]
 
 

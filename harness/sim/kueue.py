@@ -12,11 +12,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from harness.config.reference_schedulers import KUEUE_SETTINGS, merged
 from harness.sim import dra
 from harness.sim.nodes import GPU_RESOURCE
 
-# batch Jobs and Ray for training; pods and Deployments for model services (inference).
-INTEGRATIONS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster", "pod", "deployment")
 # (apiGroup, resource) pairs whose webhooks the enabled integrations and Kueue's own API need.
 WEBHOOK_RESOURCES = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"), ("", "pods"),
                      ("apps", "deployments")}
@@ -28,16 +27,16 @@ WEBHOOK_RESOURCES = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "raycl
 SERVING_NAMESPACES = {"matchLabels": {"gpupoc.io/serving": "true"}}
 POD_BASED = {("", "pods"), ("apps", "deployments")}
 KUEUE_GROUP = "kueue.x-k8s.io"
-WAIT_FOR_PODS_READY_TIMEOUT = "5m"
 MULTIKUEUE_WORKER_LOST_TIMEOUT = "15s"
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed in Kueue's main.go when internal certs are off
 
 
 def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
-    return {
+    """The POC's reference settings (harness/config/reference_schedulers.py) for a Kueue running as a process."""
+    return merged({
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
-        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "enableClusterQueueResources": True},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
         "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         # MultiKueue (operations.multicluster): the workers' kubeconfigs are Secrets in this namespace (out of a pod,
@@ -45,22 +44,11 @@ def configuration(webhook_port: int, metrics_port: int, health_port: int, cert_d
         # dispatched again (Kueue's default waits 15 min; the case's threshold on a real cluster is its own)
         "namespace": "kueue-system",
         "multiKueue": {"workerLostTimeout": MULTIKUEUE_WORKER_LOST_TIMEOUT, "gcInterval": "1m"},
-        # As Kueue's shipped configuration (config/components/manager/controller_manager_config.yaml): without it
-        # each controller runs one worker (controller-runtime's default), and a deep queue waits on the Job
-        # reconciler, not on admission (measured: 1,000 of 10,000 admitted Workloads waiting for their Jobs to be
-        # unsuspended)
-        "controller": {"groupKindConcurrency": {
-            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
-            "Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1}},
-        "clientConnection": {"qps": 300, "burst": 500},  # also v0.19.2's default (apis/config/v1beta2/defaults.go)
         "internalCertManagement": {"enable": False},
-        "waitForPodsReady": {"timeout": WAIT_FOR_PODS_READY_TIMEOUT, "blockAdmission": False},
-        "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
-        "integrations": {"frameworks": list(INTEGRATIONS)},
         # DRA (KueueDRAIntegration, on by default since v0.18): a claim's devices of the sim's GPU DeviceClass
         # count as the device plugin's GPUs, so the tenants' GPU quotas hold for both (harness/sim/dra.py)
         "resources": {"deviceClassMappings": [{"name": GPU_RESOURCE, "deviceClassNames": [dra.DEVICE_CLASS]}]},
-    }
+    }, KUEUE_SETTINGS)
 
 
 def _wanted(webhook: dict[str, Any]) -> bool:

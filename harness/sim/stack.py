@@ -19,28 +19,12 @@ from harness.sim import crds, files, kai_sharing, karpenter, kueue, pki
 from harness.core import paths
 from harness.sim.components import CLIENT_RATE, Component, Layout, binary
 from harness.sim.config import Ports
+from harness.config.reference_schedulers import VOLCANO_SCHEDULER_CONF
 from harness.config.versions import Pins, load_pins
-
-VOLCANO_SCHEDULER_CONF = """\
-actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false  # let priority preempt whole low-priority gangs
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-    arguments:
-      predicate.DynamicResourceAllocationEnable: true  # DRA claims (off by default in v1.14)
-  - name: proportion
-  - name: nodeorder
-"""
 
 # What the POC needs; the job-flow controllers wait for CRDs (flow.volcano.sh) the sim does not install.
 VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
+
 
 def crd_sources(pins: Pins) -> dict[str, tuple[tuple[str, str, str], ...]]:
     """scheduler -> (module, pinned version, CRD directory in the module) of each of its CRD directories."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from harness.setup import kind_charts as charts
 from harness.sim import build
 from harness.config.versions import load_pins
@@ -23,12 +25,28 @@ def test_charts_are_taken_at_the_sims_pins() -> None:
 def test_helm_template_args_pin_the_kubernetes_version_and_include_crds() -> None:
     source = charts.ChartSource("volcano", "volcano.sh/volcano", "v1.14.1", "installer/helm/chart/volcano",
                                 charts.HELM, "volcano-system", (("basic.image_tag_version", "v1.14.1"),))
-    args = charts.helm_template_args(source, Path("/m/chart"), "v1.36.3")
+    args = charts.helm_template_args(source, Path("/m/chart"), "v1.36.3", Path("/v/volcano-values.yaml"))
     assert args[:3] == ["template", "volcano", "/m/chart"]
     assert args[args.index("--namespace") + 1] == "volcano-system"
     assert args[args.index("--kube-version") + 1] == "v1.36.3"
     assert "--include-crds" in args
-    assert args[-2:] == ["--set", "basic.image_tag_version=v1.14.1"]
+    assert args[-4:] == ["--set", "basic.image_tag_version=v1.14.1", "--values", "/v/volcano-values.yaml"]
+
+
+def test_reference_values_give_the_charts_the_sims_scheduler_configuration() -> None:
+    """Volcano's chart runs the sim's actions (preempt and reclaim); Kueue's keeps its own configuration file with
+    the reference settings laid over it (fair sharing, per-queue resource metrics)."""
+    from harness.config.reference_schedulers import VOLCANO_SCHEDULER_CONF
+    volcano = charts.reference_values("volcano", {})
+    assert volcano == {"custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONF}}
+    shipped = ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nhealth:\n  healthProbeBindAddress: :8081\n"
+               "metrics:\n  bindAddress: :8443\n")
+    kueue = charts.reference_values("kueue", {"managerConfig": {"controllerManagerConfigYaml": shipped}})
+    config = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["health"] == {"healthProbeBindAddress": ":8081"}
+    assert config["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
+    assert "preemptionStrategies" in config["fairSharing"]
+    assert charts.reference_values("kai-scheduler", {}) == {}
 
 
 def test_split_documents_drops_empty_documents_and_flattens_lists() -> None:
