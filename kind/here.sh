@@ -33,25 +33,30 @@ in_ns() {
 }
 k() { in_ns kubectl --kubeconfig "$inside_kubeconfig" "$@"; }
 
-# What `down` must leave as `up` found it: the host's network, rules, mounts and namespaces.
+# What `down` must leave as `up` found it: the host's network, rules, mounts, namespaces and podman's objects.
+# (The sim's own namespaces come and go beside it, in make test: only kind's are listed.)
 host_state() {
     echo "ip_forward $(cat /proc/sys/net/ipv4/ip_forward)"
     echo "ipv6 forwarding $(cat /proc/sys/net/ipv6/conf/all/forwarding 2>/dev/null || echo -)"
-    echo "--- nftables"; nft list ruleset 2>/dev/null || true
-    echo "--- iptables"; iptables-save 2>/dev/null | grep -v '^#' || true
+    echo "--- nftables"; nft -s list ruleset 2>/dev/null || true
+    echo "--- iptables"; iptables-save 2>/dev/null | grep -v '^#' | sed 's/ \[[0-9]*:[0-9]*\]$//' || true
     echo "--- links"; ip -o link show | awk '{print $2}'
     echo "--- addresses"; ip -o addr show | awk '{print $2, $4}'
     echo "--- routes"; ip route show
-    echo "--- namespaces"; ls /run/netns 2>/dev/null || true
-    echo "--- mounts"; findmnt -rn -o TARGET | grep -E 'containers|netns|kind' || true
+    echo "--- namespaces"; ls /run/netns 2>/dev/null | grep -x "$NETNS" || true
+    echo "--- mounts"; findmnt -rn -o TARGET | grep -E 'containers/storage|/run/netns/gpupoc-kind|/kind' || true
+    echo "--- podman"
+    CONTAINERS_CONF="$state/containers.conf" podman ps -a --filter "label=io.x-k8s.kind.cluster=$CLUSTER" --format '{{.Names}}' 2>/dev/null || true
+    CONTAINERS_CONF="$state/containers.conf" podman volume ls --format '{{.Name}} {{.Labels}}' 2>/dev/null | grep "$CLUSTER-" || true
+    ls /etc/containers/networks 2>/dev/null | grep -x kind.json || true
     # (zombies left out: podman's conmon and aardvark-dns linger a moment until their parent reaps them)
     echo "--- processes"; ps -eo stat=,args= | awk '$1 !~ /^Z/ && /conmon|aardvark-dns|netns\/gpupoc-kind/ && !/awk/ {print $2}' || true
 }
 
 require() {
     local missing=()
-    for tool in podman socat nsenter mmdebstrap curl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
-    for b in kind kubectl; do [ -x "$bin/$b" ] || missing+=("$bin/$b (gpupoc sim build --with kind)"); done
+    for tool in podman socat nsenter mmdebstrap curl go jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+    for b in kind kubectl helm; do [ -x "$bin/$b" ] || missing+=("$bin/$b (gpupoc sim build --with kind)"); done
     [ "$(id -u)" = 0 ] || missing+=("root (network namespaces, rootful podman)")
     [ "${#missing[@]}" -eq 0 ] || die "missing: ${missing[*]}"
 }
@@ -85,10 +90,15 @@ EOF
 # other node's podCIDR through that node. Routes are lost when a node restarts: run `up` again.
 pod_network() {
     local nodes n m
+    for _ in $(seq 60); do   # the node IPAM controller gives each node its podCIDR a moment after it joins
+        k get nodes -o jsonpath='{range .items[*]}{.spec.podCIDR}{"\n"}{end}' | grep -q '^$' || break
+        sleep 1
+    done
     nodes=$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}')
     while read -r n cidr _; do
         printf '{"cniVersion":"0.4.0","name":"gpupoc","plugins":[{"type":"ptp","ipMasq":false,"mtu":1500,"ipam":{"type":"host-local","dataDir":"/run/cni-ipam-state","routes":[{"dst":"0.0.0.0/0"}],"ranges":[[{"subnet":"%s"}]]}},{"type":"portmap","capabilities":{"portMappings":true}}]}' "$cidr" \
-            | in_ns podman exec -i "$n" cp /dev/stdin /etc/cni/net.d/10-gpupoc.conflist
+            | in_ns podman exec -i "$n" cp /dev/stdin /etc/cni/net.d/10-gpupoc.conflist \
+            || die "node $n: cannot write its CNI configuration (podCIDR '$cidr')"
         while read -r m other_cidr other_ip; do
             [ "$m" = "$n" ] || in_ns podman exec "$n" ip route replace "$other_cidr" via "$other_ip"
         done <<< "$nodes"
@@ -100,11 +110,25 @@ pod_network() {
 # so host_state sees one left behind). Its pid in $state/forward-NAME.pid.
 forward() {
     local port=$1 address=$2 name=$3
-    [ ! -f "$state/forward-$name.pid" ] || kill "$(cat "$state/forward-$name.pid")" 2>/dev/null || true
+    stop_forward "$state/forward-$name.pid"
     setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" \
         "EXEC:nsenter --net=/run/netns/$NETNS socat STDIO TCP\:${address//:/\\:},nofork" \
-        >/dev/null 2>&1 < /dev/null &
+        >"$state/forward-$name.log" 2>&1 < /dev/null &
     echo $! > "$state/forward-$name.pid"
+    sleep 0.2
+    kill -0 "$!" 2>/dev/null || die "the $name forwarder on 127.0.0.1:$port stopped: $(tail -1 "$state/forward-$name.log")"
+}
+
+# A forwarder's pid file: stopped if it still names our socat (not a pid reused since), then removed.
+stop_forward() {
+    local pid
+    [ -f "$1" ] || return 0
+    pid=$(cat "$1")
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "socat.*$NETNS"; then
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -f "$1"
 }
 
 # The API server's port, published on the namespace's 127.0.0.1, forwarded from the host's 127.0.0.1.
@@ -134,7 +158,10 @@ install_kueue() {
     images=$state/images
     rm -rf "$images"
     (cd "$here" && "$PYTHON" -m harness.sim.kind_node --cluster "$images") >/dev/null
-    for archive in "$images"/*.tar; do in_ns kind load image-archive "$archive" --name "$CLUSTER" >/dev/null 2>&1; done
+    for archive in "$images"/*.tar; do
+        in_ns kind load image-archive "$archive" --name "$CLUSTER" >"$state/load.log" 2>&1 \
+            || die "kind load image-archive $archive failed: $(tail -1 "$state/load.log")"
+    done
     say "images built here and loaded: $(cd "$images" && echo *.tar)"
     chart_sets kueue
     in_ns "$bin/helm" --kubeconfig "$inside_kubeconfig" upgrade --install kueue "$chart" --namespace kueue-system \
@@ -182,6 +209,8 @@ install_monitoring_here() {
         curl -sf "http://127.0.0.1:$PROMETHEUS_PORT/-/ready" >/dev/null && break
         sleep 0.2
     done
+    curl -sf "http://127.0.0.1:$PROMETHEUS_PORT/-/ready" >/dev/null \
+        || die "Prometheus does not answer on 127.0.0.1:$PROMETHEUS_PORT (forwarder to $node_ip:30090)"
     say "Prometheus and kube-state-metrics as pods; Prometheus at http://127.0.0.1:$PROMETHEUS_PORT"
 }
 
@@ -192,6 +221,7 @@ up() {
     local start; start=$(date +%s)
     if ! ip netns list | grep -qw "$NETNS"; then
         host_state > "$state/host-before"
+        mountpoint -q /run/netns || touch "$state/made-run-netns"
         ip netns add "$NETNS"
         ip -n "$NETNS" link set lo up
     fi
@@ -209,6 +239,8 @@ network_backend = "netavark"
 EOF
     if in_ns kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
         say "cluster $CLUSTER exists: kept"
+        in_ns kind export kubeconfig --name "$CLUSTER" --kubeconfig "$inside_kubeconfig" >/dev/null 2>&1 \
+            || die "cluster $CLUSTER exists but its kubeconfig cannot be exported: kind/here.sh down, then up"
     else
         cluster_config > "$state/cluster.yaml"
         in_ns kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --config "$state/cluster.yaml" \
@@ -226,21 +258,24 @@ EOF
 
 down() {
     local start; start=$(date +%s)
-    for pid in "$state"/forward-*.pid; do
-        [ -f "$pid" ] || continue
-        kill "$(cat "$pid")" 2>/dev/null || true
-        rm -f "$pid"
-    done
-    if ip netns list | grep -qw "$NETNS"; then
-        in_ns kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+    for pid in "$state"/forward-*.pid; do stop_forward "$pid"; done
+    # the nodes may outlive the namespace (a reboot): a fresh namespace to delete them in
+    if ip netns list | grep -qw "$NETNS" || [ -n "$(podman ps -aq --filter "label=io.x-k8s.kind.cluster=$CLUSTER" 2>/dev/null)" ]; then
+        ip netns list | grep -qw "$NETNS" || ip netns add "$NETNS"
+        in_ns kind delete cluster --name "$CLUSTER" >"$state/delete.log" 2>&1 \
+            || say "kind delete cluster failed: $(tail -1 "$state/delete.log")"
         in_ns podman network rm --force kind >/dev/null 2>&1 || true
         ip netns delete "$NETNS"
     fi
     # `ip netns add` bind-mounts /run/netns the first time; undone when up made it and no namespace is left
-    if [ -f "$state/host-before" ] && ! grep -qx /run/netns "$state/host-before" && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-        umount /run/netns 2>/dev/null || true
+    if [ -f "$state/made-run-netns" ]; then
+        [ -n "$(ls -A /run/netns 2>/dev/null)" ] || umount /run/netns 2>/dev/null || true
+        rm -f "$state/made-run-netns"
     fi
-    if [ -f "$state/made-lib-modules" ]; then rmdir /lib/modules; rm -f "$state/made-lib-modules"; fi
+    if [ -f "$state/made-lib-modules" ]; then
+        rmdir /lib/modules 2>/dev/null || say "/lib/modules is no longer empty: left in place"
+        rm -f "$state/made-lib-modules"
+    fi
     say "down in $(( $(date +%s) - start )) s"
     if [ -f "$state/host-before" ]; then
         if ! diff <(cat "$state/host-before") <(host_state) > "$state/host-diff"; then

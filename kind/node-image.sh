@@ -48,7 +48,8 @@ fi
 start=$(date +%s)
 rm -rf "$work"; mkdir -p "$work"
 rootfs=$work/rootfs
-trap 'rm -rf "$work/containerd"' EXIT
+containerd_pid=""
+trap '[ -z "$containerd_pid" ] || kill "$containerd_pid" 2>/dev/null; rm -rf "$work/containerd"' EXIT
 
 say "Debian bookworm rootfs (mmdebstrap) ..."
 mmdebstrap --quiet --variant=minbase --include="$packages" \
@@ -66,8 +67,9 @@ rm -f "$rootfs"/lib/systemd/system/sysinit.target.wants/systemd-tmpfiles-setup.s
       "$rootfs"/lib/systemd/system/sockets.target.wants/*initctl* "$rootfs"/lib/systemd/system/basic.target.wants/*
 echo "ReadKMsg=no" >>"$rootfs/etc/systemd/journald.conf"
 ln -sf /usr/lib/systemd/systemd "$rootfs/sbin/init"
-chroot "$rootfs" systemctl enable kubelet.service containerd.service undo-mount-hacks.service >/dev/null 2>&1
-chroot "$rootfs" systemctl mask systemd-binfmt.service >/dev/null 2>&1
+chroot "$rootfs" systemctl enable kubelet.service containerd.service undo-mount-hacks.service >/dev/null 2>&1 \
+    || die "systemctl enable in the rootfs failed"
+chroot "$rootfs" systemctl mask systemd-binfmt.service >/dev/null 2>&1 || die "systemctl mask in the rootfs failed"
 mkdir -p "$rootfs/etc/kubernetes/manifests" "$rootfs/opt/cni/bin" "$rootfs/usr/local/sbin"
 # Debian's containerd and CNI plugins live elsewhere than kind's units and configuration look for them
 ln -sf /usr/bin/containerd "$rootfs/usr/local/bin/containerd"
@@ -83,7 +85,7 @@ install -m 0755 "$bin/kubeadm" "$bin/kubelet" "$bin/kubectl" "$rootfs/usr/bin/"
 echo "$kubernetes" >"$rootfs/kind/version"
 
 say "control-plane images, preloaded into the node's containerd ..."
-"$python" -m harness.sim.kind_node "$work/images" >/dev/null
+(cd "$here" && "$python" -m harness.sim.kind_node "$work/images") >/dev/null || die "building the control-plane images failed"
 state=$work/containerd
 mkdir -p "$state"
 cat >"$state/config.toml" <<EOF
@@ -103,6 +105,7 @@ for archive in "$work"/images/*.tar; do
         || { kill "$containerd_pid"; die "importing $archive failed"; }
 done
 kill "$containerd_pid"; wait "$containerd_pid" 2>/dev/null || true
+containerd_pid=""
 
 say "podman import ..."
 tar -C "$rootfs" -c . | podman import --quiet \

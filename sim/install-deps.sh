@@ -4,7 +4,8 @@
 # --real-nodes N`: containerd 1.6, runc, the CNI bridge and host-local plugins, busybox-static for the trainer
 # image) and, when GPUPOC_SIM_SCHEDULERS
 # names slurm, Debian's Slurm 22.05 with slurmdbd on MariaDB, slurmrestd, JWT auth and munge, plus the
-# system user slurmrestd runs as. Installing starts no service (the sim starts its own processes).
+# system user slurmrestd runs as; and for kind on this machine (kind/here.sh, tests/kind): podman, netavark,
+# aardvark-dns, mmdebstrap and socat. Installing starts no service (the sim starts its own processes).
 # Go 1.26+ must be on PATH already.
 set -euo pipefail
 if ! command -v go >/dev/null; then

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness.config.versions import Pins, load_pins
 from harness.core import paths
-from harness.core.errors import ConfigError
+from harness.core.errors import BuildError, ConfigError, SimError
 from harness.sim.crds import module_dir
 from harness.sim.images import ImageFile, ImageSpec, debian_files, docker_archive, images_dir, trainer_spec
 
@@ -152,7 +152,7 @@ def main(argv: list[str]) -> int:
     try:
         for archive in write_archives(Path(argv[0]), cluster):
             print(archive)
-    except ConfigError as exc:
+    except (BuildError, ConfigError, SimError) as exc:
         print(f"kind node images: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -7,8 +7,11 @@ rules, mounts and namespaces as `up` found them (here.sh compares them and fails
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from harness.core.paths import REPO_ROOT, gpupoc_home
 HERE = REPO_ROOT / "kind" / "here.sh"
 UP_TIMEOUT_S = 900  # a cold node image: mmdebstrap and the image imports (57 s warm, 2026-12-05)
 RUN_TIMEOUT_S = 400
+DOWN_TIMEOUT_S = 300
 
 
 def kind_kubeconfig() -> Path:
@@ -38,14 +42,27 @@ def kubectl(*args: str) -> str:
     return out.stdout
 
 
+def here(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """kind/here.sh COMMAND in a session of its own: on a timeout the whole of it (kind, podman, helm) is killed."""
+    with subprocess.Popen(["bash", str(HERE), command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            err += f"\nkind/here.sh {command}: killed after {timeout:g} s"
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 @pytest.fixture(scope="module")
-def kind_here() -> Path:
-    up = subprocess.run(["bash", str(HERE), "up"], capture_output=True, text=True, timeout=UP_TIMEOUT_S)
+def kind_here() -> Iterator[Path]:
     try:
+        up = here("up", UP_TIMEOUT_S)
         assert up.returncode == 0, up.stderr[-3000:]
         yield kind_kubeconfig()
     finally:
-        down = subprocess.run(["bash", str(HERE), "down"], capture_output=True, text=True, timeout=300)
+        down = here("down", DOWN_TIMEOUT_S)
         assert down.returncode == 0, down.stderr[-3000:]
         assert "as before up" in down.stderr, down.stderr[-3000:]
 
@@ -55,6 +72,7 @@ def images_in(namespace: str) -> set[str]:
     return {s["image"] for p in pods for s in p["status"].get("containerStatuses", [])}
 
 
+@pytest.mark.timeout(UP_TIMEOUT_S + 2 * RUN_TIMEOUT_S + DOWN_TIMEOUT_S)
 def test_chart_installed_kueue_and_volcano_admit_and_hold_gangs_on_kind_in_images_built_here(
         kind_here: Path, tmp_path: Path) -> None:
     pins = load_pins()
