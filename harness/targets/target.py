@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from kubernetes.config.incluster_config import InClusterConfigLoader
 from harness.config import options as config
 from harness.config.options import IN_CLUSTER_CONTEXT, SIM_CONTEXT, RunConfig, in_cluster, kubeconfig_contexts
 from harness.core.errors import ConfigError, HarnessError
+from harness.cluster.inventory import gpu_inventory
 from harness.cluster.seam import ClusterSeam
 from harness.jobs.slurm.system import SlurmSite
 from harness.targets import sim
@@ -82,10 +84,12 @@ class Target:
     started_sim: bool = False  # this process started the sim, so it stops it at the end
     admin: client.ApiClient | None = None  # the sim admin's, where the runner runs as its own ServiceAccount
     on_sim: bool = False  # its API server is this user's sim, however reached (also another identity's kubeconfig)
+    gpus_simulated: bool = False  # every GPU node is labelled simulated (kind/up.sh's and kind/here.sh's)
 
     @property
     def features(self) -> Features:
-        return features_of(self.kind, self.context, self.on_sim)
+        features = features_of(self.kind, self.context, self.on_sim)
+        return replace(features, simulated_gpus=True) if self.gpus_simulated else features
 
     @property
     def admin_api(self) -> client.ApiClient:
@@ -221,7 +225,18 @@ def connect(cfg: RunConfig) -> Target:
     seam = ClusterSeam(api, timeouts.request, timeouts.retry_budget, cfg.kubeconfig)
     prometheus = cfg.prometheus_url or cfg.profile.prometheus_url or (sim.prometheus_url() if features_of(kind, context).own_processes else None)
     return Target(kind, context, seam.api, prometheus, str(version), seam, started, admin,
-                  on_sim=kind == "sim" or sim.is_the_sim(api))
+                  on_sim=kind == "sim" or sim.is_the_sim(api), gpus_simulated=kind != "sim" and gpus_simulated(api))
+
+
+def gpus_simulated(api: client.ApiClient) -> bool:
+    """The cluster's GPU nodes all say their GPUs are simulated (gpupoc.io/simulated=true: kind with capacity
+    patched in): then no driver is asked for and no DCGM exporter, as on the sim. False when nodes cannot be read."""
+    try:
+        response = client.CoreV1Api(api).list_node(_preload_content=False, _request_timeout=API_PROBE_TIMEOUT_S)
+    except (client.ApiException, urllib3.exceptions.HTTPError, OSError):
+        return False
+    inventory = gpu_inventory(json.loads(response.data).get("items", []))
+    return bool(inventory) and all(node.simulated for node in inventory)
 
 
 def _csv_env(name: str) -> tuple[str, ...]:
