@@ -23,7 +23,7 @@ from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, Resour
 
 from harness.core.errors import BuildError, ConfigError
 from harness.core import paths
-from harness.config.reference_schedulers import KUEUE_SETTINGS, VOLCANO_SCHEDULER_CONF, merged
+from harness.config.reference_schedulers import KUEUE_CHART_SETTINGS, VOLCANO_SCHEDULER_CONF, merged
 from harness.config.versions import Pins
 
 HELM = "helm"
@@ -102,10 +102,11 @@ def set_flags(source: ChartSource) -> list[str]:
 def reference_values(name: str, chart_defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The chart values that give the scheduler the POC's reference configuration (harness/config/
     reference_schedulers.py), over the chart's own defaults (its values.yaml): Kueue's configuration file with the
-    reference settings laid over the one the chart ships, Volcano's scheduler configuration. None for the others."""
+    reference settings kind takes so far (KUEUE_CHART_SETTINGS) laid over the one the chart ships, Volcano's
+    scheduler configuration. None for the others."""
     if name == "kueue":
         manager = chart_defaults["managerConfig"]["controllerManagerConfigYaml"]
-        config = merged(yaml.safe_load(manager), KUEUE_SETTINGS)
+        config = merged(yaml.safe_load(manager), KUEUE_CHART_SETTINGS)
         return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)}}
     if name == "volcano":
         return {"custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONF}}

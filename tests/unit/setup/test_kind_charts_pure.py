@@ -35,7 +35,7 @@ def test_helm_template_args_pin_the_kubernetes_version_and_include_crds() -> Non
 
 def test_reference_values_give_the_charts_the_sims_scheduler_configuration() -> None:
     """Volcano's chart runs the sim's actions (preempt and reclaim); Kueue's keeps its own configuration file with
-    the reference settings laid over it (fair sharing, per-queue resource metrics)."""
+    the reference settings kind takes so far laid over it (the per-queue resource metrics)."""
     from harness.config.reference_schedulers import VOLCANO_SCHEDULER_CONF
     volcano = charts.reference_values("volcano", {})
     assert volcano == {"custom": {"scheduler_config_override": VOLCANO_SCHEDULER_CONF}}
@@ -45,7 +45,7 @@ def test_reference_values_give_the_charts_the_sims_scheduler_configuration() -> 
     config = yaml.safe_load(kueue["managerConfig"]["controllerManagerConfigYaml"])
     assert config["health"] == {"healthProbeBindAddress": ":8081"}
     assert config["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
-    assert "preemptionStrategies" in config["fairSharing"]
+    assert "fairSharing" not in config  # kind: not yet (harness/config/reference_schedulers.py)
     assert charts.reference_values("kai-scheduler", {}) == {}
 
 
