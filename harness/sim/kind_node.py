@@ -45,28 +45,36 @@ def program_files(binary: Path, at: str) -> list[ImageFile]:
     return files
 
 
-def control_plane_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
-    """kubeadm v1.36's images (`kubeadm config images list`), each with the binary built for the sim."""
-    def binary(name: str) -> Path:
-        found = bin_dir / name
-        if not found.exists():
-            raise ConfigError(f"{found} missing: build it first (`gpupoc sim build --with kind`)")
-        return found
+def built(bin_dir: Path, name: str) -> Path:
+    found = bin_dir / name
+    if not found.exists():
+        raise ConfigError(f"{found} missing: build it first (`gpupoc sim build --with kind`)")
+    return found
 
-    def single(image: str, name: str, extra: tuple[ImageFile, ...] = (), entrypoint: tuple[str, ...] = ()) -> ImageSpec:
-        files = {f.path: f for f in (*program_files(binary(name), f"usr/local/bin/{name}"), *extra)}
-        return ImageSpec(image, (*files.values(), ImageFile("tmp/", mode=0o1777)), entrypoint=entrypoint,
-                         env=(PATH_ENV,))
+
+def program_image(image: str, binary: Path, at: str, extra: tuple[ImageFile, ...] = (), user: str = "",
+                  entrypoint: tuple[str, ...] | None = None) -> ImageSpec:
+    """One program at `at` (its libraries beside it), `extra` files, a writable /tmp; run as `user` ("": root)."""
+    files = {f.path: f for f in (*program_files(binary, at), *extra, ImageFile("tmp/", mode=0o1777))}
+    return ImageSpec(image, tuple(files.values()), entrypoint=(f"/{at}",) if entrypoint is None else entrypoint,
+                     env=(PATH_ENV,), user=user)
+
+
+def control_plane_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
+    """kubeadm v1.36's images (`kubeadm config images list`), each with the binary built for the sim on PATH
+    (kubeadm's static pods run it bare)."""
+    def on_path(image: str, name: str, extra: tuple[ImageFile, ...] = (), entrypoint: tuple[str, ...] = ()) -> ImageSpec:
+        return program_image(image, built(bin_dir, name), f"usr/local/bin/{name}", extra, entrypoint=entrypoint)
 
     version = pins.kubernetes
-    specs = [single(f"{REGISTRY}/{name}:{version}", name)
+    specs = [on_path(f"{REGISTRY}/{name}:{version}", name)
              for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
-    specs.append(single(f"{REGISTRY}/kube-proxy:{version}", "kube-proxy",
-                        extra=tuple(program_files(NFT, "usr/sbin/nft"))))
-    specs.append(single(f"{REGISTRY}/etcd:{pins.etcd.removeprefix('v')}-0", "etcd"))
-    specs.append(single(f"{REGISTRY}/coredns/coredns:{pins.coredns}", "coredns",
-                        entrypoint=("/usr/local/bin/coredns",)))
-    pause = binary("gpupoc-pause").read_bytes()
+    specs.append(on_path(f"{REGISTRY}/kube-proxy:{version}", "kube-proxy",
+                         extra=tuple(program_files(NFT, "usr/sbin/nft"))))
+    specs.append(on_path(f"{REGISTRY}/etcd:{pins.etcd.removeprefix('v')}-0", "etcd"))
+    specs.append(on_path(f"{REGISTRY}/coredns/coredns:{pins.coredns}", "coredns",
+                         entrypoint=("/usr/local/bin/coredns",)))
+    pause = built(bin_dir, "gpupoc-pause").read_bytes()
     specs += [ImageSpec(name, (ImageFile("pause", pause),), entrypoint=("/pause",)) for name in SANDBOX_IMAGES]
     return specs
 
@@ -77,50 +85,38 @@ def control_plane_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 TRAINER_IMAGE = "docker.io/library/busybox:1.36.1"
 NONROOT = "65532:65532"
-
-
-VOLCANO_REGISTRY = "docker.io/volcanosh"
+VOLCANO_REGISTRY = "docker.io/volcanosh"  # the chart's basic.image_registry and *_image_name
 KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
 # Prometheus as the sim runs it (Debian's build), for kind/monitoring.yaml; named for what it is, not a release
 PROMETHEUS = Path("/usr/bin/prometheus")
-PROMETHEUS_IMAGE = "gpupoc.local/prometheus-debian:2.42"  # the chart's basic.image_registry and *_image_name
+PROMETHEUS_IMAGE = "gpupoc.local/prometheus-debian:2.42"
 # What Volcano's admission-init Job runs (installer/dockerfile/webhook-manager: its gen-admission-secret.sh on
 # Alpine): bash, openssl, kubectl, and cat, base64 and tr (busybox's applets here).
 ADMISSION_INIT_PACKAGES = ("bash", "libtinfo6", "libc6", "openssl", "libssl3")
 
 
 def cluster_specs(pins: Pins, bin_dir: Path) -> list[ImageSpec]:
-    def binary(name: str) -> Path:
-        found = bin_dir / name
-        if not found.exists():
-            raise ConfigError(f"{found} missing: build it first (`gpupoc sim build --with kind`)")
-        return found
-
-    def program(image: str, name: str, at: str, extra: tuple[ImageFile, ...] = (), user: str = "") -> ImageSpec:
-        files = {f.path: f for f in (*program_files(binary(name), at), *extra, ImageFile("tmp/", mode=0o1777))}
-        return ImageSpec(image, tuple(files.values()), entrypoint=(f"/{at}",), env=(PATH_ENV,), user=user)
-
     trainer = replace(trainer_spec(), name=TRAINER_IMAGE)
     script = (module_dir("volcano.sh/volcano", pins.volcano, paths.build_root())
               / "installer/dockerfile/webhook-manager/gen-admission-secret.sh")
     admission_extra = (*trainer.files, *debian_files(ADMISSION_INIT_PACKAGES, images_dir() / "debs"),
-                       *program_files(binary("kubectl"), "usr/local/bin/kubectl"),
+                       *program_files(built(bin_dir, "kubectl"), "usr/local/bin/kubectl"),
                        ImageFile("gen-admission-secret.sh", script.read_bytes()))
+    volcano = f"{VOLCANO_REGISTRY}/vc-{{}}:{pins.volcano}"
     return [
         # the chart's Deployment runs /manager with runAsNonRoot, as the release's distroless image (user 65532)
-        program(f"{KUEUE_IMAGE}:{pins.kueue}", "kueue", "manager", user=NONROOT),
-        program(f"{VOLCANO_REGISTRY}/vc-scheduler:{pins.volcano}", "volcano-scheduler", "vc-scheduler"),
-        program(f"{VOLCANO_REGISTRY}/vc-controller-manager:{pins.volcano}", "volcano-controller-manager",
-                "vc-controller-manager"),
-        program(f"{VOLCANO_REGISTRY}/vc-webhook-manager:{pins.volcano}", "volcano-webhook-manager",
-                "vc-webhook-manager", extra=admission_extra),
+        program_image(f"{KUEUE_IMAGE}:{pins.kueue}", built(bin_dir, "kueue"), "manager", user=NONROOT),
+        program_image(volcano.format("scheduler"), built(bin_dir, "volcano-scheduler"), "vc-scheduler"),
+        program_image(volcano.format("controller-manager"), built(bin_dir, "volcano-controller-manager"),
+                      "vc-controller-manager"),
+        program_image(volcano.format("webhook-manager"), built(bin_dir, "volcano-webhook-manager"),
+                      "vc-webhook-manager", extra=admission_extra),
         trainer,
-        # kube-state-metrics as its examples/standard Deployment names it (user 65534, read-only root)
-        replace(program(f"{KUBE_STATE_METRICS_IMAGE}:{pins.kube_state_metrics}", "kube-state-metrics",
-                        "kube-state-metrics", user="65534:65534"),
-                entrypoint=("/kube-state-metrics", "--port=8080", "--telemetry-port=8081")),  # its Dockerfile's
-        ImageSpec(PROMETHEUS_IMAGE, tuple(program_files(PROMETHEUS, "bin/prometheus")) + (ImageFile("tmp/", mode=0o1777),),
-                  entrypoint=("/bin/prometheus",), env=(PATH_ENV,)),
+        # kube-state-metrics as its examples/standard Deployment runs it (user 65534), with its Dockerfile's flags
+        program_image(f"{KUBE_STATE_METRICS_IMAGE}:{pins.kube_state_metrics}", built(bin_dir, "kube-state-metrics"),
+                      "kube-state-metrics", user="65534:65534",
+                      entrypoint=("/kube-state-metrics", "--port=8080", "--telemetry-port=8081")),
+        program_image(PROMETHEUS_IMAGE, PROMETHEUS, "bin/prometheus"),
     ]
 
 
