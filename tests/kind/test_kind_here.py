@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.versions import load_pins
-from harness.core.paths import REPO_ROOT, gpupoc_home
+from harness.core.paths import REPO_ROOT, bin_dir, gpupoc_home
 
 HERE = REPO_ROOT / "kind" / "here.sh"
 UP_TIMEOUT_S = 900  # a cold node image: mmdebstrap and the image imports (57 s warm, 2026-12-05)
@@ -35,7 +35,7 @@ def gpupoc(*args: str, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedPr
 
 
 def kubectl(*args: str) -> str:
-    kubectl_bin = gpupoc_home() / "bin" / "kubectl"
+    kubectl_bin = bin_dir() / "kubectl"  # the build root's: shared by make test's workers (GPUPOC_BUILD_HOME)
     out = subprocess.run([str(kubectl_bin), "--kubeconfig", str(kind_kubeconfig()), *args], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
