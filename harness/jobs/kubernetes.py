@@ -52,6 +52,9 @@ NAME_TAG_LEN = 5
 UIDS_PER_SELECTOR = 100  # the owned objects of a test's jobs are looked for this many at a time
 
 
+_ATTEMPTS: dict[tuple[str, str], int] = {}  # (run id, test) -> job systems made for it in this process
+
+
 @dataclass
 class Workloads:
     api: client.ApiClient
@@ -73,15 +76,22 @@ class Workloads:
     _members: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)  # (ns, job) -> pods
     samples: Samples = field(default_factory=Samples)  # what it submitted, one per shape, for the record
     _refusal_checked: float = float("-inf")  # when refused() last read the platform's facts
+    _attempt: int = field(default=1, init=False)
 
     @property
     def selector(self) -> str:
         return f"{RUN_LABEL}={self.run_id},{TEST_LABEL}={label_value_for_test(self.test)}"
 
+    def __post_init__(self) -> None:
+        # the how-manieth job system of this run and test: a case run again (an undecided verdict) gets a new one
+        _ATTEMPTS[(self.run_id, self.test)] = self._attempt = _ATTEMPTS.get((self.run_id, self.test), 0) + 1
+
     def job_name(self, base: str) -> str:
-        """`base` and a tag of this run and test: a name is never reused across tests and runs (Volcano's job
-        controller can keep a deleted job in its cache and wedge a new one of the same name)."""
-        return f"{base}-{hashlib.sha256(f'{self.run_id}/{self.test}'.encode()).hexdigest()[:NAME_TAG_LEN]}"
+        """`base` and a tag of this run, test and attempt: a name is never reused across tests, runs or a case's
+        repeated runs (Volcano's job controller can keep a deleted job in its cache and wedge a new one of the same
+        name: make poc's run 10 had 2 of team-a's jobs never start when the fairness case ran again at once)."""
+        attempt = f"/{self._attempt}" if self._attempt > 1 else ""
+        return f"{base}-{hashlib.sha256(f'{self.run_id}/{self.test}{attempt}'.encode()).hexdigest()[:NAME_TAG_LEN]}"
 
     def jobs(self, namespace: str) -> Tracker:
         """The tracker of this backend's job objects in `namespace` (one watch, started on first use)."""
