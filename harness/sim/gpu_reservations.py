@@ -24,7 +24,7 @@ from kubernetes import client, config, watch
 NAMESPACE = "kai-resource-reservation"
 GROUP_LABEL = "runai-gpu-group"
 UUID_ANNOTATION = "run.ai/reserve_for_gpu_index"
-SIMULATED_LABEL = "gpupoc.io/simulated"
+from harness.cluster.inventory import SIMULATED_LABEL as SIMULATED_LABEL  # one home: the inventory reads it too
 GPU_RESOURCE = "nvidia.com/gpu"
 UUID_NAMESPACE = uuid.UUID("6f1c1a52-7c1e-4c57-9a55-0c1d6e0b7a11")
 WATCH_S = 60

@@ -14,7 +14,7 @@ from harness.sim import dra
 from harness.sim.config import GpuSpec
 
 NODE_NAME_PREFIX = "gpu-node-"
-SIMULATED_LABEL = "gpupoc.io/simulated"
+from harness.cluster.inventory import SIMULATED_LABEL as SIMULATED_LABEL  # one home: the inventory reads it too
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_CPU = "128"
 NODE_MEMORY = "1024Gi"
