@@ -26,7 +26,7 @@ REAL_NODE_CASES=(suites/training/test_gang_admission.py suites/training/test_fai
                  --deselect "suites/training/test_queue_fairness.py::test_queue_fairness[default]"
                  --deselect "suites/training/test_isolation_boundary.py::test_isolation_boundary[kueue]")
 real_nodes() {
-  local home=${GPUPOC_HOME:-$HOME/.cache/gpupoc}
+  local home=${GPUPOC_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupoc}  # harness/core/paths.py's gpupoc_home()
   local env=(env GPUPOC_HOME="$home/parts/real-nodes" GPUPOC_BUILD_HOME="${GPUPOC_BUILD_HOME:-$home}"
              GPUPOC_SIM_PORT_BASE=20000 GPUPOC_SIM_SCHEDULERS=kueue GPUPOC_QUIET_AFTER="$GPUPOC_HOST_LOCK.busy")
   mkdir -p reports
