@@ -9,6 +9,6 @@ BUNDLED = {"harness.bundled.profiles": "profiles", "harness.bundled.manifests": 
 setup(
     packages=find_packages(include=["harness*", "suites*"]) + list(BUNDLED),
     package_dir=BUNDLED,
-    package_data={"harness": ["record/templates/*.j2"], "suites": ["expected.yaml"],
+    package_data={"harness": ["record/templates/*.j2"], "suites": ["expected.yaml", "releases.yaml"],
                   **{name: ["*.yaml", "*/*.yaml", "*/*.j2"] for name in BUNDLED}},
 )

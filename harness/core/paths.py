@@ -14,6 +14,7 @@ IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file()
 _DATA_ROOT = REPO_ROOT if IN_CHECKOUT else REPO_ROOT / "harness" / "bundled"
 SUITES_DIR = REPO_ROOT / "suites"
 EXPECTED_FILE = SUITES_DIR / "expected.yaml"
+RELEASES_FILE = SUITES_DIR / "releases.yaml"  # later upstream releases known to change a verdict
 PROFILES_DIR = _DATA_ROOT / "profiles"
 MANIFESTS_DIR = _DATA_ROOT / "manifests"
 SIM_RECIPES = REPO_ROOT / "sim"

@@ -47,6 +47,7 @@ class Decider:
     anchor: str = ""
     measured: str = ""  # its checks, measured against wanted
     designed: str = ""  # why the reference sim is designed to give this outcome (the record's `designed`)
+    caveat: str = ""  # the release it holds for, and the later one known to change it (the record's `caveats`)
 
 
 @dataclass
@@ -127,10 +128,12 @@ def pooled_verdict(found: list[Estimate | None], threshold: float, comparison: s
     return f", pooled [{together.low:.4g}, {together.high:.4g}]: {decide(together, threshold, comparison)}"
 
 
-def explained(found: Decider, backend: str, designed: dict[str, str]) -> Decider:
-    """A failed decider with the words of its design, where the reference sim is designed to fail it."""
-    why = designed.get(f"{found.criterion} [{backend}]") or designed.get(f"{found.criterion} [{CLUSTER}]", "")
-    return replace(found, designed=why) if why and found.outcome in BAD else found
+def explained(found: Decider, backend: str, record: Record) -> Decider:
+    """A decider with the words of its design, where the reference sim is designed to fail it, and the caveat of the
+    release it ran, where a later one is known to change it."""
+    cell = f"{found.criterion} [{backend}]"
+    why = record.designed.get(cell) or record.designed.get(f"{found.criterion} [{CLUSTER}]", "")
+    return replace(found, designed=why if why and found.outcome in BAD else "", caveat=record.caveats.get(cell, ""))
 
 
 def deciding(own: list[Result], cluster: list[Result]) -> list[Result]:
@@ -163,6 +166,6 @@ def fits(record: Record, scenarios: dict[str, tuple[str, ...]] | None = None) ->
     for scenario, criteria in chosen.items():
         for backend in (b for b in backends if b != CLUSTER):
             deciders = [explained(decider(c, deciding(cells.get((c, backend), []), cells.get((c, CLUSTER), []))),
-                                  backend, record.designed) for c in criteria]
+                                  backend, record) for c in criteria]
             found.append(Fit(scenario, backend, verdict_of(deciders), deciders))
     return found

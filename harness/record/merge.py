@@ -49,7 +49,7 @@ def merge(run_id: str, parts: list[tuple[str, Record]]) -> Record:
         profile=first.profile, results=results,
         finished_at=max(p.finished_at for _, p in parts), interrupted=any(p.interrupted for _, p in parts),
         runner=first.runner, operations={b: o for _, p in parts for b, o in p.operations.items()},
-        designed=first.designed)
+        designed=first.designed, caveats={c: w for _, p in parts for c, w in p.caveats.items()})
 
 
 def repeated(run_id: str, runs: list[Record]) -> Record:

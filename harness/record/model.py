@@ -50,6 +50,9 @@ class Record:
     # "criterion [backend]" -> why the reference sim is designed to give that outcome (suites/expected.yaml; the sim
     # only: a real cluster's outcomes are its own)
     designed: dict[str, str] = field(default_factory=dict)
+    # "criterion [backend]" -> the release the verdict holds for and the later one known to change it
+    # (harness/record/releases.py, suites/releases.yaml)
+    caveats: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:

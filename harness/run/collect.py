@@ -29,7 +29,8 @@ from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.core.redact import environment_secrets, kubeconfig_secrets, known_secrets, redact, redact_text
 from harness.record.render import sections
 from harness.record.verdict import title
-from harness.run.outcomes import load_expected
+from harness.record.releases import caveats
+from harness.run.outcomes import load_changes, load_expected
 from harness.core.paths import IN_CHECKOUT, REPO_ROOT
 from harness.targets.target import Target, planned_features
 
@@ -78,7 +79,8 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
     features = planned_features(cfg)
     where = "sim" if features.own_processes else cfg.context or (cfg.kubeconfig.name if cfg.kubeconfig else "in-cluster")
     _PAGE["title"] = f"gpupoc run {cfg.run_id} on {where}"
-    designed = {f"{d.criterion} [{d.backend}]": d.why for d in load_expected()} if features.own_processes else {}
+    designed = ({f"{d.criterion} [{d.backend}]": f"{d.why} (holds for {d.holds_for})" for d in load_expected()}
+                if features.own_processes else {})
     config.stash[RECORD_KEY] = Record(
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
         runner=(f"Python {platform.python_version()}, pytest {pytest.__version__}, "
@@ -319,6 +321,7 @@ def finish(session: pytest.Session, target: Target | None) -> None:
         describe_environment(record, target)
     except Exception as exc:  # the record is written whatever broke; say what could not be described
         record.target = {**record.target, "error": f"environment not described: {exc}"}
+    record.caveats = caveats(record, load_changes())
     secrets = all_secrets(session.config, target)
     redacted = Record(**{**asdict(record), "results": []})
     redacted.results = [Result(**redact(asdict(r), secrets)) for r in record.results]

@@ -22,7 +22,8 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from harness.core.errors import ConfigError, CriterionViolation, HarnessError, Inconclusive
-from harness.core.paths import EXPECTED_FILE
+from harness.core.paths import EXPECTED_FILE, RELEASES_FILE
+from harness.record.releases import Change
 
 PASS, FAIL, ERROR, SKIP, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "SKIP", "INCONCLUSIVE"
 
@@ -46,19 +47,31 @@ class DesignedOutcome:
     backend: str
     outcome: str
     why: str
+    holds_for: str  # the releases it is a fact of: "kai-scheduler v0.12.0" (sim/versions.toml's names)
 
 
 def load_expected(path: Path = EXPECTED_FILE) -> list[DesignedOutcome]:
     """The outcomes other than PASS/SKIP the reference sim is designed to produce."""
     entries = yaml.safe_load(path.read_text()) or []
     try:
-        found = [DesignedOutcome(e["criterion"], e["backend"], e["outcome"], e["why"]) for e in entries]
+        found = [DesignedOutcome(e["criterion"], e["backend"], e["outcome"], e["why"], e["holds_for"])
+                 for e in entries]
     except (KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: each entry needs criterion, backend, outcome and why ({exc})") from exc
+        raise ConfigError(f"{path}: each entry needs criterion, backend, outcome, why and holds_for ({exc})") from exc
     bad = [d for d in found if d.outcome not in (FAIL, ERROR)]
     if bad:
         raise ConfigError(f"{path}: outcome of {bad[0].criterion} [{bad[0].backend}] must be FAIL or ERROR")
     return found
+
+
+def load_changes(path: Path = RELEASES_FILE) -> list[Change]:
+    """The later upstream releases known to change a verdict (harness/record/releases.py)."""
+    entries = yaml.safe_load(path.read_text()) or []
+    try:
+        return [Change(e["component"], e["release"], tuple(e["cells"]), " ".join(e["words"].split()), e["source"])
+                for e in entries]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: each entry needs component, release, cells, words and source ({exc})") from exc
 
 
 def unexpected(results: list[tuple[str, str, str]], designed: list[DesignedOutcome]) -> list[str]:

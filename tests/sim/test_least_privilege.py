@@ -133,7 +133,8 @@ def test_the_installed_wheel_runs_a_case_from_outside_the_checkout(runner: Runne
     for data, where in (("manifests", "harness/bundled/manifests"), ("profiles", "harness/bundled/profiles")):
         files = {f.relative_to(REPO_ROOT / data) for f in (REPO_ROOT / data).rglob("*") if f.is_file()}
         assert files == {f.relative_to(site / where) for f in (site / where).rglob("*") if f.is_file()}, data
-    assert (site / "suites" / "expected.yaml").is_file() and (site / "harness/record/templates/page.html.j2").is_file()
+    assert all((site / path).is_file() for path in ("suites/expected.yaml", "suites/releases.yaml",
+                                                    "harness/record/templates/page.html.j2"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     helped = as_runner(runner, "run", "--help", gpupoc=(str(gpupoc),), cwd=elsewhere)
