@@ -14,9 +14,10 @@ import jinja2
 import yaml
 from jinja2 import meta
 
-from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, MODEL_ANNOTATION, PODINFO_DIR, PODINFO_VOLUME,
-                                      RUN_FOR_ANNOTATION, SAMPLE_CONTAINER, SAMPLE_DATA_DIR, SAMPLE_DATA_VOLUME,
-                                      SERVER_CONTAINER, SIM_ANNOTATION_PREFIX, TRAIN_CONTAINER, Sample, WorkloadSpec)
+from harness.config.workloads import (EXIT_REQUEST_ANNOTATION, MODEL_ANNOTATION, NO_SAMPLE, PODINFO_DIR,
+                                      PODINFO_VOLUME, RAY_IMAGE, RUN_FOR_ANNOTATION, SAMPLE_CONTAINER,
+                                      SAMPLE_DATA_DIR, SAMPLE_DATA_VOLUME, SERVER_CONTAINER, SERVER_IMAGE,
+                                      SIM_ANNOTATION_PREFIX, TRAIN_CONTAINER, TRAINER_IMAGE, Sample, WorkloadSpec)
 from harness.core.errors import ConfigError
 from harness.core.paths import MANIFESTS_DIR
 
@@ -134,9 +135,9 @@ def _dress_pod(pod: dict[str, Any], workloads: WorkloadSpec, ray: bool) -> None:
     pod_security, container_security = workloads.pod_defaults.security_contexts()
     for container in spec.get("containers") or []:
         if ray:  # KubeRay runs `ray start` in the head and the workers: Ray's image, KubeRay's command
-            container["image"] = workloads.ray_image
+            container["image"] = workloads.image(RAY_IMAGE)
         elif container.get("name") == TRAIN_CONTAINER:
-            container["image"] = workloads.trainer.image
+            container["image"] = workloads.image(TRAINER_IMAGE)
             container["command"] = workloads.trainer.command_for(run_for_s)
             _set_resources(container, workloads.trainer.cpu, workloads.trainer.memory)
             _mount_podinfo(spec, container)
@@ -174,8 +175,9 @@ def _mount_podinfo(spec: dict[str, Any], container: dict[str, Any]) -> None:
 
 def _dress_sample(spec: dict[str, Any], container: dict[str, Any], sample: Sample) -> None:
     """The sample in its container: restarted in place on failure (its checkpoints survive in the pod's volume)."""
-    if sample.image:
-        container["image"] = sample.image
+    if not sample.image:
+        raise ConfigError(NO_SAMPLE)
+    container["image"] = sample.image
     if sample.command:
         container["command"] = list(sample.command)
     container["args"] = sample.args_for()
@@ -191,7 +193,7 @@ def _dress_sample(spec: dict[str, Any], container: dict[str, Any], sample: Sampl
 
 def _dress_server(container: dict[str, Any], workloads: WorkloadSpec, model: str, version: str) -> None:
     server = workloads.model_server
-    container["image"] = server.image
+    container["image"] = workloads.image(SERVER_IMAGE)
     _set_resources(container, server.cpu, server.memory)
     if server.args:
         container["args"] = server.args_for(model, version)

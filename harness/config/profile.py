@@ -269,7 +269,9 @@ def _strings(f: _Fields, key: str) -> tuple[str, ...]:
 
 
 def _image(f: _Fields, default: str) -> str:
-    image: str = f.get("image", str, default)
+    if "image" not in f.data:
+        return default  # "" where no default: not named (WorkloadSpec.image says so where a case needs it)
+    image: str = f.get("image", str)
     if not image.strip() or any(c.isspace() for c in image):
         raise f.fail("image", f"must be an image reference without spaces, got {image!r}")
     return image

@@ -5,8 +5,10 @@ these are the concrete parts a cluster needs and only its owner knows: which ima
 model server answers, which image has `nvidia-smi`, and what every pod must carry to be admitted (tolerations of
 tainted GPU nodes, a node selector, pull secrets, a runtime class, a security context, the priority classes).
 
-The defaults are the sim's (images named `sim/...`, which only the sim's kwok nodes and data plane understand);
-a profile for a real cluster names its own, and the preflight refuses a `sim/` image on any other target.
+The defaults name no image: what a cluster runs is its profile's to say (profiles/sim.yaml names the sim's, `sim/...`,
+which only the sim's kwok nodes and data plane understand; profiles/kind.yaml public ones). The preflight refuses a
+run whose profile names no trainer image, and a `sim/` image or the sim's annotations on any other target; a case
+that needs an image the profile does not name ends in ERROR naming the field.
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
+from harness.core.errors import ConfigError
+
 SIM_IMAGE_PREFIX = "sim/"
 SIM_IMAGE_PREFIXES = (SIM_IMAGE_PREFIX, "gpupoc.local/")  # kwok's, and the sim's real nodes' (built and imported there)
 SIM_ANNOTATION_PREFIX = "sim.gpupoc.io/"
 RUN_FOR_ANNOTATION = SIM_ANNOTATION_PREFIX + "run-for"  # kwok ends a member's pod after this long (the sim's stage)
 MODEL_ANNOTATION = SIM_ANNOTATION_PREFIX + "model"  # the model a serving pod serves (the sim's stand-in reads it)
+# the profile's fields naming what a workload's containers run
+TRAINER_IMAGE, SERVER_IMAGE = "workloads.trainer.image", "workloads.model_server.image"
+RAY_IMAGE = "workloads.ray.image"
 # the containers a workload's spec fills in, by name
 TRAIN_CONTAINER, SERVER_CONTAINER, SAMPLE_CONTAINER = "train", "server", "sample"
 # A training member exits with the code in this annotation of its own pod (read through the downward API): a real
@@ -47,7 +54,7 @@ TRAINER_SCRIPT = (
 class Trainer:
     """A training member: `command` (with {run_for_s}) runs for the job's duration and honours an exit request."""
 
-    image: str = "sim/trainer:1"
+    image: str = ""  # not named: the profile's workloads.trainer.image
     command: tuple[str, ...] = ("sh", "-c", TRAINER_SCRIPT)
     cpu: str = "1"          # requested and limited, beside its GPUs
     memory: str = "1Gi"
@@ -122,10 +129,10 @@ def _fill(text: str, values: Mapping[str, object]) -> str:
 @dataclass(frozen=True)
 class ModelServer:
     """A model server: `args` (with {model}, {port} and {version}: what the pod serves) start it; it answers
-    `readiness_path` once loaded and exports vLLM's metrics on `metrics_path`. The sim's default asks the sim's data
-    plane for a stand-in."""
+    `readiness_path` once loaded and exports vLLM's metrics on `metrics_path`. The sim's (`sim/vllm:...`, in
+    profiles/sim.yaml) asks the sim's data plane for a stand-in."""
 
-    image: str = "sim/vllm:0.9"
+    image: str = ""  # not named: the profile's workloads.model_server.image
     args: tuple[str, ...] = ()
     port: int = 8000
     readiness_path: str = "/health"
@@ -164,14 +171,23 @@ class WorkloadSpec:
     model_server: ModelServer = field(default_factory=ModelServer)
     gpu_probe_image: str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
     # A RayJob's head and workers: KubeRay starts Ray in them itself (`ray start`), so the image must have Ray.
-    ray_image: str = "sim/trainer:1"
+    ray_image: str = ""  # not named: the profile's workloads.ray.image
     # A RayService's Serve application (its import path, Ray Serve's `import_path`): an LLM app serving the model.
     ray_serve_app: str = "ray.serve.llm:build_openai_app"
     sample: Sample = field(default_factory=Sample)
     pod_defaults: PodDefaults = field(default_factory=PodDefaults)
-    # The pods carry the sim's annotations (how long kwok runs a member, the data plane's stand-in); a real
-    # cluster's pods never do.
-    sim_annotations: bool = True
+    # The pods carry the sim's annotations (how long kwok runs a member, the data plane's stand-in): profiles/sim.yaml
+    # asks for them; a real cluster's pods never carry them.
+    sim_annotations: bool = False
+
+    def image(self, field: str) -> str:
+        """The image the profile names for `field` (workloads.trainer.image, .model_server.image, .ray.image); a
+        ConfigError naming the field where it names none."""
+        images = {TRAINER_IMAGE: self.trainer.image, SERVER_IMAGE: self.model_server.image, RAY_IMAGE: self.ray_image}
+        if not images[field]:
+            raise ConfigError(f"the profile names no {field}: set it to the image this cluster runs there "
+                              "(profiles/kind.yaml names public ones, profiles/sim.yaml the sim's)")
+        return images[field]
 
     def sim_only(self) -> list[tuple[str, str]]:
         """(profile field, value) of everything only the sim can run: what a real target must not receive."""

@@ -58,7 +58,7 @@ class GangJob:
     run_for_s: float = DEFAULT_RUN_FOR_S
     max_retries: int = 0          # restarts of the whole job before it is failed
     restart_on_failure: bool = True
-    image: str = Trainer.image  # the sim's; the job system puts the profile's in (cluster/manifests.py: dressed)
+    image: str = Trainer.image  # none: the job system puts the profile's in (cluster/manifests.py: dressed)
     labels: dict[str, str] = field(default_factory=dict)
     container: str = TRAIN_CONTAINER  # what its pods run: a trainer, or the workload sample (config/workloads.py)
     node_selector: dict[str, str] = field(default_factory=dict)  # beside the profile's (one node: a co-location)

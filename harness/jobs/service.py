@@ -44,7 +44,7 @@ class ModelService:
     track: str = "stable"
     gpus: int = 1
     model: str = "sim-llm"
-    image: str = ModelServer.image  # the sim's; the job system puts the profile's in (cluster/manifests.py: dressed)
+    image: str = ModelServer.image  # none: the job system puts the profile's in (cluster/manifests.py: dressed)
     server: dict[str, str] = field(default_factory=dict)
     ready_gate: bool = True          # Ready only when the server answers /health (a readiness probe's job)
     max_unavailable: int = 0

@@ -25,7 +25,7 @@ from harness.cluster.inventory import gpu_inventory
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
 from harness.setup.references import QUEUE_KINDS, missing_references
-from harness.config.workloads import WorkloadSpec
+from harness.config.workloads import TRAINER_IMAGE, WorkloadSpec
 from harness.targets.target import Target
 
 OK, MISSING, WARN = "OK", "MISSING", "WARN"
@@ -255,8 +255,12 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
 def workload_checks(workloads: WorkloadSpec, runs_sim_workloads: bool) -> list[Check]:
     """Pure: what the pods run. Only the sim understands its own images and annotations: on any other target each
     one blocks the run (no pod could start: ImagePullBackOff), naming the profile field to set."""
-    images = (f"trainer {workloads.trainer.image}, model server {workloads.model_server.image}, "
-              f"Ray {workloads.ray_image}, GPU probe {workloads.gpu_probe_image}")
+    named = {"trainer": workloads.trainer.image, "model server": workloads.model_server.image,
+             "Ray": workloads.ray_image, "GPU probe": workloads.gpu_probe_image}
+    images = ", ".join(f"{what} {image or 'not named'}" for what, image in named.items())
+    if not workloads.trainer.image:  # every training case runs it
+        return [Check("workloads", f"the profile names no {TRAINER_IMAGE}", MISSING,
+                      "name the image a training member runs (profiles/kind.yaml: busybox)", blocking=True)]
     sim_only = workloads.sim_only()
     if runs_sim_workloads or not sim_only:
         return [Check("workloads", images, OK)]

@@ -19,7 +19,7 @@ from harness.backends import Backend
 from harness.backends.base import JOBS_COMPLETE, SAMPLE
 from harness.cluster.wait import WaitFailed, poll
 from harness.config.profile import Profile, Tenant
-from harness.config.workloads import NO_SAMPLE, SAMPLE_CONTAINER
+from harness.config.workloads import NO_SAMPLE, SAMPLE_CONTAINER, TRAINER_IMAGE
 from harness.core.errors import WaitTimeout
 from harness.jobs.model import GangJob
 from harness.jobs.system import JobSystem
@@ -100,7 +100,7 @@ def antagonist_pod(profile: Profile, node: str) -> dict[str, Any]:
     sample = profile.workloads.sample
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ANTAGONIST}, "spec": {
         "restartPolicy": "Never", "nodeSelector": {HOSTNAME_LABEL: node}, "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": ANTAGONIST, "image": sample.antagonist_image or profile.workloads.trainer.image,
+        "containers": [{"name": ANTAGONIST, "image": sample.antagonist_image or profile.workloads.image(TRAINER_IMAGE),
                         "command": sample.antagonist_command_for(),
                         "resources": {"requests": {"cpu": sample.antagonist_cpu, "memory": "64Mi"},
                                       "limits": {"cpu": sample.antagonist_cpu_limit, "memory": "128Mi"}}}]}}

@@ -32,7 +32,8 @@ def every_workload(profile: Profile) -> list[dict[str, Any]]:
     for backend in ALL.values():
         try:
             jobs = backend.manifests(GangJob("train", tenant, 2, 1, priority_class="gpupoc-high", run_for_s=12.5))
-            jobs += backend.manifests(GangJob("sample", tenant, 1, 1, container=SAMPLE_CONTAINER))
+            if profile.workloads.sample.image:  # a case of the sample is skipped where the profile names none
+                jobs += backend.manifests(GangJob("sample", tenant, 1, 1, container=SAMPLE_CONTAINER))
             serving = ModelService("llm", tenant, model="m1", version="v2").deployment(backend.serving_pod(tenant))
         except HarnessError:  # Slurm: jobs through slurmrestd, no Kubernetes manifests
             continue
@@ -145,3 +146,19 @@ def test_a_bad_workloads_section_is_named(section: dict[str, Any], message: str)
     data["workloads"] = section
     with pytest.raises(ConfigError, match=re.escape(message)):
         parse_profile(data, "kind.yaml")
+
+
+def test_a_profile_that_names_no_images_runs_nothing_of_the_sims() -> None:
+    """What a cluster runs is its profile's to say: without a workloads section nothing defaults to the sim's images
+    or annotations; the preflight names the trainer image every training case needs, and a case that needs another
+    image the profile does not name ends in ERROR naming that field."""
+    bare = WorkloadSpec()
+    assert bare.sim_only() == [] and not bare.sim_annotations
+    refused = workload_checks(bare, runs_sim_workloads=True)
+    assert [(c.status, c.blocking, c.what) for c in refused] == [
+        (MISSING, True, "the profile names no workloads.trainer.image")]
+    with pytest.raises(ConfigError, match="the profile names no workloads.model_server.image"):
+        service = ModelService("llm", KIND.tenants[0], model="m1")
+        dressed([service.deployment(ALL["kueue"].serving_pod(KIND.tenants[0]))], bare)
+    with pytest.raises(ConfigError, match="names no workload sample image"):
+        dressed(ALL["kueue"].manifests(GangJob("s", KIND.tenants[0], 1, 1, container=SAMPLE_CONTAINER)), bare)

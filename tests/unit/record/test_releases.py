@@ -26,9 +26,11 @@ def a_record(schedulers: list[dict[str, str]]) -> Record:
 def test_the_release_is_read_from_the_sims_components_and_from_a_clusters_images() -> None:
     sim = a_record([{"name": "kai-scheduler", "version": "kai-scheduler v0.12.0"},
                     {"name": "volcano-scheduler", "version": "volcano v1.14.1"}])
-    cluster = a_record([{"name": "kai-scheduler/kai-scheduler", "version": "ghcr.io/nvidia/kai-scheduler/scheduler:v0.14.2"},
-                        {"name": "kueue-system/kueue-controller-manager", "version": "registry.k8s.io/kueue/kueue:v0.19.2"}])
-    assert (running(sim, "kai-scheduler"), running(sim, "volcano"), running(sim, "kueue")) == ("v0.12.0", "v1.14.1", None)
+    cluster = a_record([
+        {"name": "kai-scheduler/kai-scheduler", "version": "ghcr.io/nvidia/kai-scheduler/scheduler:v0.14.2"},
+        {"name": "kueue-system/kueue-controller-manager", "version": "registry.k8s.io/kueue/kueue:v0.19.2"}])
+    assert (running(sim, "kai-scheduler"), running(sim, "volcano"), running(sim, "kueue")) == (
+        "v0.12.0", "v1.14.1", None)
     assert (running(cluster, "kai-scheduler"), running(cluster, "kueue")) == ("v0.14.2", "v0.19.2")
     assert (running(sim, "kubernetes"), running(sim, "slurm")) == ("v1.36.3", "22.05.8")
     assert version_tuple("no version") is None
@@ -68,7 +70,8 @@ def test_each_known_change_is_later_than_the_pin_and_names_cells_of_registered_c
     for change in changes:
         assert change.words and change.source, change
         if change.component in pinned:
-            assert version_tuple(change.release) > version_tuple(pinned[change.component]), change  # type: ignore[operator]
+            later, pin = version_tuple(change.release), version_tuple(pinned[change.component])
+            assert later is not None and pin is not None and later > pin, change
         for cell in change.cells:
             criterion = cell.split(" [", 1)[0]
             assert criterion in criteria, f"{change.component} {change.release}: {cell} names no registered criterion"
