@@ -35,7 +35,8 @@ def one_run(target: Target, profile: Profile, backend: backends.Backend, spec: S
     counter = scale.RequestCount()
     with scale.scaled_cluster(target, profile, spec, apply_model=True) as nodes, counter.counting():
         workloads = Workloads(target.api, backend, f"scale-{int(time.time())}", "bench/scale.py",
-                              profile.timeouts.delete, target.seam.as_tenant, simulated=True)
+                              profile.timeouts.delete, target.seam.as_tenant, simulated=True,
+                              workload_spec=profile.workloads)
         try:
             run = scale.run_scenario(workloads, profile, spec, nodes)
             report(target, profile, backend, spec, run, counter)  # before the clean-up, which can take minutes

@@ -18,7 +18,9 @@ from kubernetes import client
 
 from harness.serving import loadgen
 from harness.cluster.apply import apply_objects
-from harness.config.profile import Tenant
+from harness.cluster.manifests import dressed
+from harness.config.options import DEFAULT_SIM_PROFILE
+from harness.config.profile import Tenant, load_profile
 from harness.jobs.service import ModelService
 from harness.sim import cluster, netns
 from harness.serving.traffic import Traffic
@@ -51,7 +53,8 @@ def main() -> None:
                            server={"load-time": "0s", "ttft": "1ms", "itl": "1ms", "max-num-seqs": "256",
                                    "slowdown": "0"})
     apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                        service.deployment({}), service.service()])
+                        *dressed([service.deployment({})], load_profile(DEFAULT_SIM_PROFILE).workloads),
+                        service.service()])
     try:
         poll(lambda: core.list_namespaced_pod(NAMESPACE).items,
              lambda pods: any(c.type == "Ready" and c.status == "True" for p in pods

@@ -63,5 +63,6 @@ def repeated(run_id: str, runs: list[Record]) -> Record:
                                  for e in r.evidence])
                for run in runs for r in run.results]
     return replace(last, run_id=run_id, started_at=min(r.started_at for r in runs), results=results,
+                   caveats={c: w for run in runs for c, w in run.caveats.items()},
                    target={**first.target, "repeats": [r.run_id for r in runs]},
                    finished_at=max(r.finished_at for r in runs), interrupted=any(r.interrupted for r in runs))

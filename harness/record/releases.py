@@ -16,6 +16,7 @@ from harness.record.model import Record
 COMPONENT_WORDS = {"kueue": ("kueue",), "volcano": ("volcano", "vc-scheduler"), "kai-scheduler": ("kai-scheduler",),
                    "kuberay": ("kuberay",)}
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+_IMAGE_TAG = re.compile(r":(v?\d+\.\d+\.\d+)[^/:]*$")  # an image reference's tag (a digest taken off first)
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,7 @@ def running(record: Record, component: str) -> str | None:
     elif component == "slurm":
         texts = [str(record.slurm.get("version", ""))]
     else:
-        words = COMPONENT_WORDS.get(component, (component,))
-        texts = [s.get("version", "") for s in record.schedulers
-                 if any(w in s.get("name", "").lower() or w in s.get("version", "").lower() for w in words)]
+        return _component_release(record.schedulers, COMPONENT_WORDS.get(component, (component,)))
     for text in texts:
         found = _VERSION.search(text)
         if found:
@@ -53,11 +52,28 @@ def running(record: Record, component: str) -> str | None:
     return None
 
 
+def _component_release(schedulers: list[dict[str, str]], words: tuple[str, ...]) -> str | None:
+    """The sim's "kueue v0.19.2", or the tag of a cluster's image of the component among its Deployment's
+    containers (a sidecar's image, a digest and a registry's port aside: "10.0.0.5:5000/kueue/kueue:v0.19.2")."""
+    for entry in schedulers:
+        version = entry.get("version", "")
+        for word in words:
+            if version.lower().startswith(word + " "):  # the sim's own
+                found = _VERSION.search(version)
+                if found:
+                    return found.group(0)
+            for image in (part.strip().split("@", 1)[0] for part in version.split(",")):
+                tag = _IMAGE_TAG.search(image)
+                if tag and word in image[:tag.start()].lower():
+                    return tag.group(1)
+    return None
+
+
 def caveats(record: Record, changes: list[Change]) -> dict[str, str]:
     """Pure: "criterion [backend]" -> what a reader must know of the release it ran, for each cell of the record
     that a later release is known to change: "valid for kai-scheduler v0.12.0; v0.13.0 changes this: ...". A cell
     whose cluster already runs the changed release (or later) needs no caveat; an unknown release gets one."""
-    present = {f"{r.criterion} [{r.backend}]" for r in record.results}
+    present = {f"{r.criterion} [{r.backend}]" for r in record.results if r.outcome != "SKIP"}
     found: dict[str, list[str]] = {}
     for change in changes:
         ran = running(record, change.component)

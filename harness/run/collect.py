@@ -20,7 +20,7 @@ from harness import __version__, backends as backend_registry
 from harness.backends.slurm import SlurmBackend
 from harness.config.options import RunConfig
 from harness.core import estimate
-from harness.core.errors import HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.cluster.inventory import gpu_inventory
 from harness.record.evidence import Evidence
 from harness.record.model import Record, Result
@@ -79,7 +79,7 @@ def start(config: pytest.Config, cfg: RunConfig) -> None:
     features = planned_features(cfg)
     where = "sim" if features.own_processes else cfg.context or (cfg.kubeconfig.name if cfg.kubeconfig else "in-cluster")
     _PAGE["title"] = f"gpupoc run {cfg.run_id} on {where}"
-    designed = ({f"{d.criterion} [{d.backend}]": f"{d.why} (holds for {d.holds_for})" for d in load_expected()}
+    designed = ({f"{d.criterion} [{d.backend}]": f"[{d.holds_for}] {d.why}" for d in load_expected()}
                 if features.own_processes else {})
     config.stash[RECORD_KEY] = Record(
         run_id=cfg.run_id, started_at=now(), harness_version=__version__, commit=git_commit(),
@@ -321,7 +321,10 @@ def finish(session: pytest.Session, target: Target | None) -> None:
         describe_environment(record, target)
     except Exception as exc:  # the record is written whatever broke; say what could not be described
         record.target = {**record.target, "error": f"environment not described: {exc}"}
-    record.caveats = caveats(record, load_changes())
+    try:
+        record.caveats = caveats(record, load_changes())
+    except ConfigError as exc:  # suites/releases.yaml broken: the record says so where the caveats would be
+        record.caveats = {"-": f"releases not read: {exc}"}
     secrets = all_secrets(session.config, target)
     redacted = Record(**{**asdict(record), "results": []})
     redacted.results = [Result(**redact(asdict(r), secrets)) for r in record.results]

@@ -258,14 +258,15 @@ def workload_checks(workloads: WorkloadSpec, runs_sim_workloads: bool) -> list[C
     named = {"trainer": workloads.trainer.image, "model server": workloads.model_server.image,
              "Ray": workloads.ray_image, "GPU probe": workloads.gpu_probe_image}
     images = ", ".join(f"{what} {image or 'not named'}" for what, image in named.items())
-    if not workloads.trainer.image:  # every training case runs it
-        return [Check("workloads", f"the profile names no {TRAINER_IMAGE}", MISSING,
-                      "name the image a training member runs (profiles/kind.yaml: busybox)", blocking=True)]
-    sim_only = workloads.sim_only()
-    if runs_sim_workloads or not sim_only:
+    unnamed = [] if workloads.trainer.image else [  # every training case runs it
+        Check("workloads", f"the profile names no {TRAINER_IMAGE}", MISSING,
+              "name the image a training member runs (profiles/kind.yaml: busybox)", blocking=True)]
+    sim_only = [] if runs_sim_workloads else workloads.sim_only()
+    if not (unnamed or sim_only):
         return [Check("workloads", images, OK)]
-    return [Check("workloads", f"{field} is {value!r}, which only the sim runs", MISSING,
-                  f"set {field} in the profile to what this cluster runs (profiles/kind.yaml: public images)"
-                  if field != "workloads.sim_annotations" else f"set {field}: false in the profile", blocking=True)
-            for field, value in sim_only]
+    return unnamed + [Check("workloads", f"{field} is {value!r}, which only the sim runs", MISSING,
+                            f"set {field} in the profile to what this cluster runs (profiles/kind.yaml: public images)"
+                            if field != "workloads.sim_annotations" else f"set {field}: false in the profile",
+                            blocking=True)
+                      for field, value in sim_only]
 

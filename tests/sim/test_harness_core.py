@@ -189,7 +189,8 @@ def test_a_kai_job_whose_pod_kai_reclaimed_has_failed_and_says_who_took_it(sim_a
         pytest.skip("the sim runs without KAI-Scheduler (GPUPOC_SIM_SCHEDULERS)")
     # team-a may hold the whole cluster (limit_gpus 32, quota 24); team-b then claims a node within its quota
     team_a, team_b = queue_model.tenant("team-a"), queue_model.tenant("team-b")
-    tracked = Workloads(sim_api, backends.ALL["kai"], "kai-reclaim", "test_kai_reclaim", queue_model.timeouts.delete)
+    tracked = Workloads(sim_api, backends.ALL["kai"], "kai-reclaim", "test_kai_reclaim", queue_model.timeouts.delete,
+                        workload_spec=queue_model.workloads)
     per_node = queue_model.gpu.per_node
     nodes = tracked.capacity_nodes(queue_model.gpu.resource, per_node)
     try:
@@ -218,7 +219,7 @@ def test_teardown_waits_until_the_kueue_workloads_of_its_jobs_are_gone(sim_api: 
     than the sim has, so it stays queued with no pod whose deletion teardown could wait for instead."""
     tenant = queue_model.tenant("team-a")
     tracked = Workloads(sim_api, backends.ALL[name], "wl-teardown", f"test_wl_teardown_{name}",
-                        queue_model.timeouts.delete)
+                        queue_model.timeouts.delete, workload_spec=queue_model.workloads)
     per_node = queue_model.gpu.per_node
     nodes = tracked.capacity_nodes(queue_model.gpu.resource, per_node)
     job = GangJob(f"teardown-{name}", tenant, pods=nodes + 1, gpus_per_pod=per_node,

@@ -75,3 +75,17 @@ def test_each_known_change_is_later_than_the_pin_and_names_cells_of_registered_c
         for cell in change.cells:
             criterion = cell.split(" [", 1)[0]
             assert criterion in criteria, f"{change.component} {change.release}: {cell} names no registered criterion"
+
+
+def test_a_clusters_release_is_its_images_tag_not_a_sidecars_nor_a_registrys_port() -> None:
+    cluster = a_record([
+        {"name": "kueue-system/kueue-controller-manager",
+         "version": "quay.io/brancz/kube-rbac-proxy:v0.16.0, 10.0.0.5:5000/kueue/kueue:v0.10.1@sha256:abc"},
+        {"name": "kai-scheduler/kai-scheduler", "version": "10.0.0.5:5000/nvidia/kai-scheduler/scheduler:latest"}])
+    assert (running(cluster, "kueue"), running(cluster, "kai-scheduler")) == ("v0.10.1", None)
+
+
+def test_a_skipped_cell_gets_no_caveat() -> None:
+    skipped = a_record([])
+    skipped.results[0].outcome = "SKIP"
+    assert caveats(skipped, [CHANGE]) == {}
