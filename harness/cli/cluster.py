@@ -94,7 +94,8 @@ def command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "setup":
         target = connect_to(args, admin=True)
-        queue_model.apply_queue_model(target, config_of(args).profile)
+        cfg = config_of(args)  # --backends (all by default): the queues of those only
+        queue_model.apply_queue_model(target, cfg.profile, chosen=cfg.backends)
         return 0
     if args.command == "clean":
         target = connect_to(args, admin=True)

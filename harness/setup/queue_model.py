@@ -65,12 +65,23 @@ def replace_changed_priority_classes(api: client.ApiClient, objects: list[dict[s
     return replaced
 
 
+def queue_systems(chosen: tuple[str, ...] | None) -> tuple[str, ...]:
+    """Pure: the queue systems whose queues the chosen backends' jobs use (every one where none are chosen): the
+    pair's Kueue and Volcano, KubeRay's Kueue."""
+    if chosen is None:
+        return tuple(QUEUE_TEMPLATES)
+    used = {s for name in chosen if name in backends.ALL for s in backends.ALL[name].sim_schedulers}
+    return tuple(name for name in QUEUE_TEMPLATES if name in used)
+
+
 def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], None] = print,
-                      slurm: bool = True) -> list[str]:
+                      slurm: bool = True, chosen: tuple[str, ...] | None = None) -> list[str]:
+    """The reference queue model on the sim or kind: the tenants, the priority classes and the queues of the chosen
+    backends (all of them where none are chosen) that the cluster runs; Slurm's accounts where it runs Slurm."""
     if not may_create_queue_model(target):
         raise ConfigError(f"context {target.context} is not the sim or a kind cluster: on staging the cluster owns "
                           "its queue model; point the profile's tenants[].queues at the existing queues instead")
-    available = backends.detect(target, tuple(QUEUE_TEMPLATES))
+    available = backends.detect(target, queue_systems(chosen))
     present = [name for name, reason in available.items() if reason is None]
     for name, reason in available.items():
         if reason:
@@ -80,6 +91,7 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
         say(f"  PriorityClass {replaced}: value changed in the reference model; replaced (a value cannot change)")
     applied = apply_objects(target.api, objects)
     say(f"queue model applied ({len(applied)} objects) for {', '.join(present) or 'no queueing backend'}")
+    slurm = slurm and (chosen is None or "slurm" in chosen)
     return [f"{o.kind}/{o.metadata.name}" for o in applied] + (apply_slurm_model(target, profile, say) if slurm else [])
 
 
