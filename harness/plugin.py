@@ -145,6 +145,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
     if report.when == "call" and report.failed and is_inconclusive(call.excinfo):
         report.user_properties.append(("gpupoc_outcome", INCONCLUSIVE))
+    if report.when == "call" and record_outcome(report) == "FAIL" and repeat.is_a_case(item):
+        not_the_cluster = repeat.measured_the_host(item.stash.get(EVIDENCE_KEY, []))
+        if not_the_cluster:  # a time measured on a saturated host: run again, or say it could not decide
+            report.user_properties.append(("gpupoc_outcome", INCONCLUSIVE))
+            item.stash[repeat.NOT_POOLED_KEY] = True
+            for ev in item.stash.get(EVIDENCE_KEY, []):
+                ev.notes.append(not_the_cluster)
     if report.when == "call":
         note_outages(item, report)
         note_environment_faults(item, report, call)
