@@ -42,8 +42,10 @@ PATHS_KEY = pytest.StashKey[dict[str, Path]]()
 # is kept here (set at the start from the options, completed at the end with the target the run found)
 _PAGE: dict[str, Any] = {}
 # Deployments of the schedulers on a real cluster: name -> component
+# A cluster's scheduler Deployments whose images name the releases the record shows. KAI's operator names its
+# scheduler "<schedulerName>-<shard>" (pkg/operator/operands/scheduler: kai-scheduler-default by default).
 SCHEDULER_DEPLOYMENTS = ("kueue-controller-manager", "volcano-scheduler", "volcano-controllers", "kuberay-operator",
-                         "kai-scheduler", "kube-scheduler")
+                         "kai-scheduler", "kai-scheduler-default", "kube-scheduler")
 
 
 def now() -> str:
