@@ -156,10 +156,10 @@ def test_interrupted_run_still_cleans_up(tmp_path: Path, sim_api: client.ApiClie
 
 def test_clean_sweeps_what_a_run_left(sim_api: client.ApiClient, queue_model: Profile) -> None:
     from harness.cluster.apply import apply_objects
-    from harness.cluster.manifests import labelled
+    from harness.cluster.manifests import dressed, labelled
     tenant = queue_model.tenant("team-b")
-    apply_objects(sim_api, labelled(backends.ALL["default"].manifests(
-        GangJob("left-behind", tenant, 1, 1, run_for_s=600)), "sweep-test"))
+    apply_objects(sim_api, dressed(labelled(backends.ALL["default"].manifests(
+        GangJob("left-behind", tenant, 1, 1, run_for_s=600)), "sweep-test"), queue_model.workloads))
     result = subprocess.run([sys.executable, "-m", "harness.cli", "clean", "--run-id=sweep-test"],
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
