@@ -45,6 +45,7 @@ class Tracker:
         self.objects: Objects = {}
         self.gone: Objects = {}  # the last state of each object deleted while watched
         self.synced = False
+        self.last_event_at = 0.0  # when the last change arrived (epoch s, this host's clock)
         self.error: BaseException | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -79,8 +80,9 @@ class Tracker:
             self.gone[name] = obj
         else:
             self.objects[name] = obj
+        self.last_event_at = time.time()
         self.timeline.add(Transition(self.kind, name, "deleted" if event == "DELETED" else self._describe(obj),
-                                     time.time(), event, self._server_time(obj)))
+                                     self.last_event_at, event, self._server_time(obj)))
 
     def _run(self) -> None:
         try:

@@ -128,7 +128,7 @@ def wait_routed(traffic: Traffic, slices: Tracker, service: ModelService, count:
     slices.wait_until(f"{count} ready endpoints of {service.app}",
                       lambda objs: len(published(list(objs.values()), port_name)) == count, timeout_s,
                       describe=lambda objs: f"{len(published(list(objs.values()), port_name))} ready endpoints")
-    traffic.wait_programmed(time.time())
+    traffic.wait_programmed(slices.last_event_at)  # the change as our watch saw it, not when this line ran
 
 
 def wait_served(workloads: Workloads, traffic: Traffic, backend: Backend, service: ModelService,

@@ -67,7 +67,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     slices.wait_until(f"canary {bad.version} among the ready endpoints", lambda objs: bool(
         _addresses(pods.objects, bad.version) & {addr for addr, *_ in published(list(objs.values()), PORT_NAME)}),
         profile.timeouts.admit)
-    traffic.wait_programmed(time.time())
+    traffic.wait_programmed(slices.last_event_at)  # the change as our watch saw it (on a busy host, seconds before now)
     analysis = traffic.probe(url, RATE, PHASE_S, probe_file(tmp_path, "analysis")).samples(60)
     on_canary = [a for a in analysis if a.version == bad.version]
     error_rate = sum(1 for a in on_canary if not a.ok) / len(on_canary) if on_canary else 0.0
@@ -81,7 +81,7 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
     canary_ips = _addresses(pods.objects, bad.version)
     slices.wait_until("no canary endpoint ready", lambda objs: not canary_ips & {
         addr for addr, *_ in published(list(objs.values()), PORT_NAME)}, profile.timeouts.admit)
-    ev.expect("rollback_within_s", round(traffic.wait_programmed(time.time()) - tripped, 3))
+    ev.expect("rollback_within_s", round(traffic.wait_programmed(slices.last_event_at) - tripped, 3))
     after = traffic.probe(url, RATE, PHASE_S, probe_file(tmp_path, "after")).samples(60)
     ev.expect("max_canary_after_rollback", sum(1 for a in after if a.version == bad.version))
     ev.note(f"after the rollback: {len(after)} requests, {sum(1 for a in after if a.ok)} answered, all versions seen: "
