@@ -51,7 +51,7 @@ class Record:
     # only: a real cluster's outcomes are its own)
     designed: dict[str, str] = field(default_factory=dict)
     # "criterion [backend]" -> the release the verdict holds for and the later one known to change it
-    # (harness/record/releases.py, suites/releases.yaml)
+    # (harness/record/caveats.py, suites/releases.yaml)
     caveats: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

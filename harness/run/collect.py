@@ -29,7 +29,7 @@ from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.core.redact import environment_secrets, kubeconfig_secrets, known_secrets, redact, redact_text
 from harness.record.render import sections
 from harness.record.verdict import title
-from harness.record.releases import caveats
+from harness.record.caveats import caveats
 from harness.run.outcomes import load_changes, load_expected
 from harness.core.paths import IN_CHECKOUT, REPO_ROOT
 from harness.targets.target import Target, planned_features

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.core.errors import ConfigError, CriterionViolation, HarnessError, Inconclusive
 from harness.core.paths import EXPECTED_FILE, RELEASES_FILE
-from harness.record.releases import Change
+from harness.record.caveats import Change
 
 PASS, FAIL, ERROR, SKIP, INCONCLUSIVE = "PASS", "FAIL", "ERROR", "SKIP", "INCONCLUSIVE"
 
@@ -65,7 +65,7 @@ def load_expected(path: Path = EXPECTED_FILE) -> list[DesignedOutcome]:
 
 
 def load_changes(path: Path = RELEASES_FILE) -> list[Change]:
-    """The later upstream releases known to change a verdict (harness/record/releases.py)."""
+    """The later upstream releases known to change a verdict (harness/record/caveats.py)."""
     entries = yaml.safe_load(path.read_text()) or []
     try:
         return [Change(e["component"], e["release"], tuple(e["cells"]), " ".join(e["words"].split()), e["source"])

@@ -10,7 +10,7 @@ import tomllib
 from harness.core.paths import VERSIONS_FILE
 from harness.criteria import registered
 from harness.record.model import Record, Result
-from harness.record.releases import Change, caveats, running, version_tuple
+from harness.record.caveats import Change, caveats, running, version_tuple
 from harness.run.outcomes import load_changes, load_expected
 
 DRA_KAI = "training.dra_allocation [kai]"
