@@ -20,7 +20,7 @@ from harness.run import headstart, collect as record
 from harness.core import hostload, progress
 from harness.config.options import OPTIONS, resolve
 from harness.config.workloads import NO_SAMPLE
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, CriterionViolation, HarnessError
 from harness.run.keys import (CALL_REPORT_KEY, CONFIG_KEY, EVIDENCE_KEY, LATE_KEY, LOAD_KEY, SETUP_START_KEY,
                               TARGET_KEY, run_config)
 from harness.run.session import _say_live, _terminated, connected, start_head_starts, end_of_run
@@ -145,7 +145,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("gpupoc_outcome", "ERROR"))
     if report.when == "call" and report.failed and is_inconclusive(call.excinfo):
         report.user_properties.append(("gpupoc_outcome", INCONCLUSIVE))
-    if report.when == "call" and record_outcome(report) == "FAIL" and repeat.is_a_case(item):
+    if (report.when == "call" and record_outcome(report) == "FAIL" and repeat.is_a_case(item)
+            and call.excinfo is not None and call.excinfo.errisinstance(CriterionViolation)):  # not an assert's
         not_the_cluster = repeat.measured_the_host(item.stash.get(EVIDENCE_KEY, []))
         if not_the_cluster:  # a time measured on a saturated host: run again, or say it could not decide
             report.user_properties.append(("gpupoc_outcome", INCONCLUSIVE))
