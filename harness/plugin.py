@@ -150,7 +150,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         not_the_cluster = repeat.measured_the_host(item.stash.get(EVIDENCE_KEY, []))
         if not_the_cluster:  # a time measured on a saturated host: run again, or say it could not decide
             report.user_properties.append(("gpupoc_outcome", INCONCLUSIVE))
-            item.stash[repeat.NOT_POOLED_KEY] = True
+            item.stash[repeat.NOT_POOLED_KEY] = not_the_cluster
             for ev in item.stash.get(EVIDENCE_KEY, []):
                 ev.notes.append(not_the_cluster)
     if report.when == "call":

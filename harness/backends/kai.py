@@ -2,9 +2,9 @@
 
 KAI gangs what its pod-grouper groups (PyTorchJob, RayCluster, ...) or what names a PodGroup
 itself; a batch Job becomes one group per pod (v0.12.0, the pinned release; from v0.14.1 a Job is one group and
-its `kai.scheduler/batch-min-member` annotation sets minMember: CHANGELOG.md, PRs #1381 and #1444), so the gang here
-is explicit: a PodGroup with minMember = pods, and pods that carry its name. A PodGroup has no phase: the job's state is the
-PodGroup's (queued, or admitted when KAI started it) folded with its pods' phases.
+its `kai.scheduler/batch-min-member` annotation sets minMember: CHANGELOG.md, PRs #1381 and #1444), so the gang
+here is explicit: a PodGroup with minMember = pods, and pods that carry its name. A PodGroup has no phase: the job's
+state is the PodGroup's (queued, or admitted when KAI started it) folded with its pods' phases.
 """
 
 from __future__ import annotations

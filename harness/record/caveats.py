@@ -39,17 +39,12 @@ def version_tuple(text: str) -> tuple[int, int, int] | None:
 def running(record: Record, component: str) -> str | None:
     """Pure: the release of `component` the record's cluster ran, as its version says it ("v0.12.0", Slurm's
     "22.05.8"), None where the record does not say."""
-    if component == "kubernetes":
-        texts = [str(record.target.get("kubernetes_version", ""))]
-    elif component == "slurm":
-        texts = [str(record.slurm.get("version", ""))]
-    else:
+    if component not in ("kubernetes", "slurm"):
         return _component_release(record.schedulers, COMPONENT_WORDS.get(component, (component,)))
-    for text in texts:
-        found = _VERSION.search(text)
-        if found:
-            return found.group(0)
-    return None
+    text = str(record.target.get("kubernetes_version", "") if component == "kubernetes"
+               else record.slurm.get("version", ""))
+    found = _VERSION.search(text)
+    return found.group(0) if found else None
 
 
 def _component_release(schedulers: list[dict[str, str]], words: tuple[str, ...]) -> str | None:

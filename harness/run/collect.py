@@ -41,7 +41,6 @@ PATHS_KEY = pytest.StashKey[dict[str, Path]]()
 # pytest-html's report object, whose title is the page's <title>: its title hook is given no config, so the title
 # is kept here (set at the start from the options, completed at the end with the target the run found)
 _PAGE: dict[str, Any] = {}
-# Deployments of the schedulers on a real cluster: name -> component
 # A cluster's scheduler Deployments whose images name the releases the record shows. KAI's operator names its
 # scheduler "<schedulerName>-<shard>" (pkg/operator/operands/scheduler: kai-scheduler-default by default).
 SCHEDULER_DEPLOYMENTS = ("kueue-controller-manager", "volcano-scheduler", "volcano-controllers", "kuberay-operator",

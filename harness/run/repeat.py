@@ -21,7 +21,7 @@ from harness.run.outcomes import FAIL, INCONCLUSIVE
 
 RUN_KEY = pytest.StashKey[int]()          # this item's run, from 1
 BEFORE_KEY = pytest.StashKey[dict[str, list[Check]]]()  # criterion -> the earlier runs' checks (pooled)
-NOT_POOLED_KEY = pytest.StashKey[bool]()  # this run measured the host, not the cluster: its samples are dropped
+NOT_POOLED_KEY = pytest.StashKey[str]()  # why this run measured the host, not the cluster ('': it did not)
 # The host's CPU pressure (PSI "some": the share of time some task waited for a CPU) over a case's window above
 # which a time it measured is the host's as much as the cluster's. make poc's cases ran at 0.5-0.8 beside the other
 # parts; kai's latency case, FAILed on its inter-token p99 (0.125 s [0.108, 0.136] against 0.1), at 0.97 (2026-12-05).
@@ -89,8 +89,8 @@ def protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
             for report in reports:
                 item.ihook.pytest_runtest_logreport(report=report)
             break
-        dropped = measured_the_host(item.stash.get(EVIDENCE_KEY, [])) if item.stash.get(NOT_POOLED_KEY, False) else ""
-        item.stash[NOT_POOLED_KEY] = False
+        dropped = item.stash.get(NOT_POOLED_KEY, "")  # its samples left out of the pool
+        item.stash[NOT_POOLED_KEY] = ""
         earlier: dict[str, list[Check]] = item.stash.get(BEFORE_KEY, {})
         pooled = dict(earlier) if dropped else {}
         for ev in [] if dropped else item.stash.get(EVIDENCE_KEY, []):
