@@ -20,15 +20,18 @@ from kubernetes import client
 
 from harness.cluster.apply import apply_objects, dynamic_client
 from harness.cluster.cleanup import HTTP_NOT_FOUND, delete_namespace
+from harness.cluster.wait import poll
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, render
 from harness.cluster.reach import OtherCluster
 from harness.config.profile import Tenant
+from harness.core.errors import WaitTimeout
 
 QUEUE = "gpupoc-multicluster"  # the LocalQueue (in each tenant's namespace) and ClusterQueue, on every cluster
 IDENTITY = "gpupoc-multikueue-manager"  # the manager's ServiceAccount on a worker
 IDENTITY_NAMESPACE = "gpupoc-multikueue"
 KUEUE_NAMESPACE = "kueue-system"  # where the manager's Kueue reads the workers' kubeconfigs (its `namespace`)
 TOKEN_SECONDS = 3600
+SEEN_TIMEOUT_S = 60.0  # how long the manager's Kueue may take to read the queue objects `connect` made
 # The sensitivity: the workers' kubeconfigs name their CA by path, as a kubeconfig on disk does (Kueue refuses it)
 CA_BY_PATH_ENV = "GPUPOC_MULTICLUSTER_CA_BY_PATH"
 LABELS = {MANAGED_LABEL: MANAGER, "gpupoc.io/multicluster": "true"}
@@ -96,7 +99,50 @@ def connect(manager: client.ApiClient, workers: list[OtherCluster], tenants: lis
             raise
         namespaces.create_namespace({"metadata": {"name": KUEUE_NAMESPACE, "labels": LABELS}})
     apply_objects(manager, manager_objects(tenants, joined, gpu_resource))
+    wait_seen(manager, tenants, SEEN_TIMEOUT_S)
     return gpus
+
+
+# What Kueue's Job webhook reads, from its own cache, to mark a Job of the queue for MultiKueue (spec.managedBy):
+# the LocalQueue, its ClusterQueue, the ClusterQueue's AdmissionCheck. A Job created before the cache holds all three
+# is not marked, and the manager then rejects its Workload ("Expecting spec.managedBy to be ...multikueue").
+SEEN_KINDS = ("AdmissionCheck", "ClusterQueue", "LocalQueue")
+CHECK_NOT_FOUND = "AdmissionCheckNotFound"
+
+
+def unseen(objects: list[dict[str, Any]], expected: int) -> list[str]:
+    """Pure: the queue objects Kueue has not yet read: no Active condition (True or False), or a ClusterQueue whose
+    check it does not yet know (AdmissionCheckNotFound); plus a count of those not listed yet. [] when it has read
+    all `expected`."""
+    waiting = []
+    for obj in objects:
+        meta = obj["metadata"]
+        active = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"),
+                      None)
+        if active is None or active.get("reason") == CHECK_NOT_FOUND:
+            name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+            waiting.append(f"{obj['kind']} {name}" + (f" ({CHECK_NOT_FOUND})" if active else ""))
+    if len(objects) < expected:
+        waiting.append(f"{expected - len(objects)} not listed yet")
+    return waiting
+
+
+def wait_seen(manager: client.ApiClient, tenants: list[Tenant], timeout_s: float) -> None:
+    """Wait until the manager's Kueue has reconciled the queue objects (an Active condition, whatever its status:
+    a worker Kueue cannot reach leaves them inactive, and that is for the case to measure)."""
+    dynamic = dynamic_client(manager)
+    selector = ",".join(f"{k}={v}" for k, v in LABELS.items())
+
+    def read() -> list[dict[str, Any]]:
+        return [obj.to_dict() for kind in SEEN_KINDS
+                for obj in dynamic.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind=kind).get(
+                    label_selector=selector).items]
+
+    expected = 2 + len(tenants)  # one AdmissionCheck, one ClusterQueue, a LocalQueue per tenant
+    waiting = unseen(poll(read, lambda objs: not unseen(objs, expected), timeout_s), expected)
+    if waiting:
+        raise WaitTimeout(f"the manager's Kueue has not read the shared queue after {timeout_s:.0f} s; "
+                          f"not reconciled: {', '.join(waiting)}")
 
 
 # What `connect` creates, in the order to delete it: the queues before what they name.

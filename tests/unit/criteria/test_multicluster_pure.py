@@ -1,5 +1,6 @@
 """One queue over clusters on recorded objects: GPU-seconds from a Job's status, jobs seen on two workers at once,
-the GPU-hours error per tenant; and what the harness creates on the manager and on a worker."""
+the GPU-hours error per tenant; what the harness creates on the manager and on a worker, and when the manager's
+Kueue has read it."""
 
 import base64
 
@@ -7,7 +8,7 @@ import yaml
 
 from harness.config.profile import Tenant
 from harness.criteria.operations.multicluster import job_gpu_seconds, relative_error, run_twice, seconds_between
-from harness.setup.multicluster import QUEUE, kubeconfig, manager_objects, tenant_on_queue, worker_objects
+from harness.setup.multicluster import QUEUE, kubeconfig, manager_objects, tenant_on_queue, unseen, worker_objects
 
 TENANTS = [Tenant("team-a", "team-a", "team-a-submitter", 3, 16, {"kueue": "team-a"}),
            Tenant("team-b", "team-b", "team-b-submitter", 1, 16, {"kueue": "team-b"})]
@@ -73,3 +74,20 @@ def test_the_kubeconfig_carries_its_ca_as_data_unless_asked_to_name_a_path() -> 
 def test_a_tenant_on_the_shared_queue_keeps_everything_but_its_kueue_queue() -> None:
     moved = tenant_on_queue(TENANTS[0])
     assert moved.queues == {"kueue": QUEUE} and moved.namespace == "team-a" and moved.weight == 3
+
+
+def _queue(kind: str, name: str, reason: str | None, namespace: str = "") -> dict:
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    status = {"conditions": [{"type": "Active", "status": "False", "reason": reason}]} if reason else {}
+    return {"kind": kind, "metadata": meta, "status": status}
+
+
+def test_the_shared_queue_is_read_once_each_object_has_an_active_condition_naming_a_known_check() -> None:
+    read = [_queue("AdmissionCheck", QUEUE, "Inactive"), _queue("ClusterQueue", QUEUE, "AdmissionCheckInactive"),
+            _queue("LocalQueue", QUEUE, "Ready", "team-a")]
+    assert unseen(read, 3) == []  # inactive (a worker unreachable) is read: the case measures that
+    assert unseen(read, 4) == ["1 not listed yet"]
+    not_yet = [_queue("AdmissionCheck", QUEUE, None), _queue("ClusterQueue", QUEUE, "AdmissionCheckNotFound"),
+               _queue("LocalQueue", QUEUE, None, "team-a")]
+    assert unseen(not_yet, 3) == [f"AdmissionCheck {QUEUE}", f"ClusterQueue {QUEUE} (AdmissionCheckNotFound)",
+                                  f"LocalQueue team-a/{QUEUE}"]
