@@ -6,6 +6,7 @@ from harness.backends.base import Backend
 from harness.backends.combined import KueueVolcanoBackend
 from harness.backends.default import DefaultBackend
 from harness.backends.kai import KaiBackend
+from harness.backends.kube_gang import KubeGangBackend
 from harness.backends.kuberay import KubeRayBackend
 from harness.backends.kueue import KueueBackend
 from harness.backends.slurm import SlurmBackend
@@ -13,7 +14,7 @@ from harness.backends.volcano import VolcanoBackend
 from harness.targets.target import Target
 
 ALL: dict[str, Backend] = {b.name: b for b in (VolcanoBackend(), KueueBackend(), KubeRayBackend(), KaiBackend(),
-                                               DefaultBackend(), SlurmBackend(), KueueVolcanoBackend())}
+                                               DefaultBackend(), KubeGangBackend(), SlurmBackend(), KueueVolcanoBackend())}
 
 
 def controller_deployments() -> tuple[str, ...]:

@@ -127,6 +127,8 @@ class Backend(Protocol):
     queued_by: str  # the backend whose queues hold its jobs when not its own ('')
     placed_by: str  # the scheduler that places its pods when another component admits them ('': its own)
     jobs_on_kubernetes: bool  # its jobs are Kubernetes objects (under the queue model the run applies)
+    criteria: frozenset[str]  # the criteria it is measured on, where not all; the others SKIP with criteria_reason
+    criteria_reason: str
 
     @property
     def controllers(self) -> Controllers | None:
@@ -246,6 +248,8 @@ class Capabilities:
     placed_by = ""  # the scheduler that places its pods when another component admits them (Kueue + Volcano)
     multicluster = ""  # how one of its queues spans clusters (Kueue: MultiKueue); "" for none
     jobs_on_kubernetes = True
+    criteria: frozenset[str] = frozenset()  # the criteria it is measured on, where not all (why: criteria_reason)
+    criteria_reason = ""
 
     def lacks(self, capability: str, target: Features) -> str | None:
         if capability not in CAPABILITIES:

@@ -38,8 +38,9 @@ from harness.targets.sim import PORT_BASE_ENV, SCHEDULERS_ENV
 # Balanced by the parts' case time in `make poc` (2026-12-04, junit: kueue 456 s, kuberay 208 s, volcano 257 s,
 # kueue-volcano 313 s, default 251 s, slurm 108 s, KAI 248 s; each part adds about 100 s of its own). KubeRay goes
 # beside KAI (its part's sim runs Kueue too, which queues its RayJobs); the default backend shares a part with a
-# scheduler, as a sim runs kube-state-metrics (which its monitoring case reads) only beside one.
-DEFAULT_PARTS = "kueue,volcano+kueue-volcano,kai+kuberay,slurm+default"
+# scheduler, as a sim runs kube-state-metrics (which its monitoring case reads) only beside one. kube-scheduler's own
+# gang (kube-gang: three training cases) goes beside Kueue, in the part whose name keeps the run id short.
+DEFAULT_PARTS = "kueue+kube-gang,volcano+kueue-volcano,kai+kuberay,slurm+default"
 # Port ranges of the parts' sims: below the default sim's (29000), the second sims of tests and bench/ (30000,
 # 31000), make test's workers (32000, 28000, 27000) and Linux's ephemeral ports (32768 and up).
 PART_PORT_BASES = (26000, 25000, 24000, 23000, 22000, 21000)
@@ -119,7 +120,7 @@ def _bring_up(part: Part, folder: Path, started: list[Part], problems: dict[str,
     state = Path(part.env()["GPUPOC_HOME"]) / "sim" / "state.json"
     if _cli(part, "sim", "status", timeout_s=60).returncode == 0:
         running = set(json.loads(state.read_text()).get("schedulers", [])) if state.exists() else set()
-        lacking = sorted(set(part.backends) - {"default"} - running)
+        lacking = sorted({s for b in part.backends for s in backend_registry.ALL[b].sim_schedulers} - running)
         if lacking:
             problems[part.name] = f"its sim is up without {', '.join(lacking)}; stop it first: {_down_hint(part)}"
         else:

@@ -20,7 +20,7 @@ from harness.core.errors import ConfigError
 from harness.core.timeouts import OPERATIONS, Timeouts
 
 SUBMITTERS = ("runner", "tenant")  # who submits the jobs: the runner's identity, or each tenant's own
-BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default", "slurm", "kueue-volcano")
+BACKENDS = ("volcano", "kueue", "kuberay", "kai", "default", "kube-gang", "slurm", "kueue-volcano")
 
 
 

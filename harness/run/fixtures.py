@@ -91,7 +91,10 @@ def backend(request: pytest.FixtureRequest, target: Target) -> Backend:
     reason = backend_unavailable(name, target)
     if reason:
         pytest.skip(reason)
-    return backend_registry.ALL[name]
+    chosen = backend_registry.ALL[name]
+    if chosen.criteria and record.criterion_of(request.node) not in chosen.criteria:
+        pytest.skip(f"{name}: {chosen.criteria_reason}")
+    return chosen
 
 
 @pytest.fixture()

@@ -140,6 +140,14 @@ def binary(name: str, build_command: str = "gpupoc sim build") -> str:
     return str(path)
 
 
+# kube-scheduler's own gang (the kube-gang backend, harness/backends/kube_gang.py): alpha in v1.36, off by default. On
+# the API server (the PodGroup API, a pod's schedulingGroup, the PodGroupProtection finalizer), the controller
+# manager (which removes that finalizer) and the scheduler (the GangScheduling plugin). WorkloadWithJob stays off: it
+# would gang every Indexed Job, and `default` is kube-scheduler without a gang.
+WORKLOAD_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+WORKLOAD_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
+
+
 def control_plane(layout: Layout, ports: Ports, apiserver_extra: tuple[str, ...] = ()) -> list[Component]:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Prometheus, in start order.
     `apiserver_extra`: the API server's flags for the real nodes (harness/sim/realnodes.py)."""
@@ -176,6 +184,7 @@ def control_plane(layout: Layout, ports: Ports, apiserver_extra: tuple[str, ...]
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+            WORKLOAD_GATES, WORKLOAD_API,
             *apiserver_extra,
         ), f"https://127.0.0.1:{ports.apiserver}/readyz", ports.apiserver, bearer_token_file=admin_token),
         Component("kube-controller-manager", (
@@ -190,6 +199,7 @@ def control_plane(layout: Layout, ports: Ports, apiserver_extra: tuple[str, ...]
             # `behavior` may set its own window.
             "--horizontal-pod-autoscaler-sync-period=2s",
             "--horizontal-pod-autoscaler-downscale-stabilization=30s",
+            WORKLOAD_GATES,
             *CLIENT_RATE,
         ), f"https://127.0.0.1:{ports.controller_manager}/healthz", ports.controller_manager),
         Component("kube-scheduler", (
@@ -197,6 +207,7 @@ def control_plane(layout: Layout, ports: Ports, apiserver_extra: tuple[str, ...]
             "--bind-address=127.0.0.1", f"--secure-port={ports.scheduler}", "--leader-elect=false",
             f"--authorization-always-allow-paths={always_allowed}",
             f"--cert-dir={layout.pki / 'kube-scheduler'}",
+            WORKLOAD_GATES,
             *CLIENT_RATE,
         ), f"https://127.0.0.1:{ports.scheduler}/healthz", ports.scheduler),
         Component("kwok-controller", (

@@ -183,3 +183,18 @@ def test_kueue_in_front_of_volcano_queues_the_job_and_names_volcano_for_its_gang
     assert backends.ALL["kueue"].lacks("combined schedulers", SIM_FEATURES) is None  # Kueue before kube-scheduler
     assert all(backends.ALL[n].lacks("combined schedulers", SIM_FEATURES) for n in backends.ALL
                if n not in ("kueue-volcano", "kueue"))
+
+
+def test_kube_schedulers_own_gang_is_a_pod_group_its_jobs_pods_name(team: Any) -> None:
+    """kube-gang: the Workload API's PodGroup (gang of all the job's pods) before the plain batch Job, whose pods
+    name it; measured only where a gang decides, the rest being default's."""
+    gang = backends.ALL["kube-gang"]
+    group, job = gang.manifests(GangJob("g", team, pods=4, gpus_per_pod=8, priority_class="gpupoc-high"))
+    assert (group["apiVersion"], group["kind"], group["metadata"]["name"]) == ("scheduling.k8s.io/v1alpha2",
+                                                                                "PodGroup", "g")
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert (job["kind"], job["spec"]["template"]["spec"]["schedulingGroup"]) == ("Job", {"podGroupName": "g"})
+    assert gang.status(recorded("default-running")).state == "running"  # read as default's Job
+    assert gang.sim_schedulers == () and gang.lacks("gang admission", SIM_FEATURES) is None
+    assert "training.gang_admission" in gang.criteria and "inference.latency" not in gang.criteria
+    assert not backends.ALL["default"].criteria  # every other backend: every criterion

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from harness import backends as backend_registry
 from harness.cli.side_by_side import DEFAULT_PARTS, PART_PORT_BASES, exit_code, plan
 from harness.core.errors import ConfigError
 
 
 def test_the_default_parts_cover_every_backend_once_each_with_its_own_ports() -> None:
     parts = plan(DEFAULT_PARTS, "poc-20261203-120000")
-    assert sorted(b for p in parts for b in p.backends) == sorted(["default", "kai", "kuberay", "kueue", "slurm",
-                                                                   "volcano", "kueue-volcano"])
+    assert sorted(b for p in parts for b in p.backends) == sorted(backend_registry.ALL)
     pair = next(p for p in parts if "kueue-volcano" in p.backends)  # Kueue in front of Volcano: both run there
     assert (pair.name, pair.schedulers) == ("volcano-kueue", "volcano,kueue")
     assert plan("kuberay", "r")[0].schedulers == "kueue,kuberay"  # Kueue queues its RayJobs
     assert len({p.port_base for p in parts}) == len(parts) and all(b + 700 < 29000 for b in PART_PORT_BASES)
     slurm = next(p for p in parts if "slurm" in p.backends)
     assert slurm.schedulers == "slurm" and slurm.run_id == "poc-20261203-120000-slurm-default"
-    assert plan("kueue,default", "r")[1].schedulers == "none"
+    assert plan("kueue,default", "r")[1].schedulers == "none" == plan("kube-gang", "r")[0].schedulers
     assert [p.schedulers for p in plan("kueue,default", "r", ("karpenter",))] == ["kueue,karpenter", "karpenter"]
     env = slurm.env()
     assert env["GPUPOC_HOME"].endswith("parts/slurm-default") and env["GPUPOC_SIM_PORT_BASE"] == str(slurm.port_base)

@@ -1,0 +1,54 @@
+"""kube-scheduler's own gang (KEP-4671, the Workload API): a PodGroup with a gang policy beside the batch Job, whose
+pods name it (`spec.schedulingGroup.podGroupName`). The scheduler holds a gang's pods at Permit, with the nodes it
+found for them reserved, until `minCount` of them have nodes, then binds them together; a gang that cannot reach its
+count within 5 minutes is released and retried. No queue: what it adds to `default` is the gang.
+
+Served where the API server and the scheduler run with the GenericWorkload and GangScheduling gates (alpha in
+Kubernetes v1.36, off by default; the sim turns them on) and the API server serves scheduling.k8s.io/v1alpha2.
+Measured on the training criteria a gang decides; the rest of kube-scheduler is the `default` backend's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.backends.base import GANG
+from harness.backends.default import DefaultBackend
+from harness.backends.detect import missing_crd_reason
+from harness.jobs.model import GangJob
+from harness.targets.target import Target
+
+API_VERSION = "scheduling.k8s.io/v1alpha2"
+GATES = "GenericWorkload and GangScheduling"
+CRITERIA = frozenset({"training.gang_admission", "training.queue_fairness", "training.priority_preemption"})
+
+
+def pod_group(job: GangJob) -> dict[str, Any]:
+    """Pure: the job's PodGroup, all its pods one gang."""
+    return {"apiVersion": API_VERSION, "kind": "PodGroup",
+            "metadata": {"name": job.name, "namespace": job.tenant.namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": job.pods}}}}
+
+
+class KubeGangBackend(DefaultBackend):
+    name = "kube-gang"
+    lacking = {k: v for k, v in DefaultBackend.lacking.items() if k != GANG}
+    criteria = CRITERIA
+    criteria_reason = ("kube-scheduler's own gang is measured where a gang decides (gang admission, queue fairness, "
+                       "priority preemption); everything else kube-scheduler does is the default backend's")
+
+    def unavailable_reason(self, target: Target) -> str | None:
+        reason = missing_crd_reason(target.api, "scheduling.k8s.io", "PodGroup", self.name)
+        return None if reason is None else (f"{self.name}: PodGroup ({API_VERSION}) is not served by "
+                                            f"{target.api.configuration.host}: kube-scheduler's gang needs the {GATES} "
+                                            "feature gates and --runtime-config=scheduling.k8s.io/v1alpha2=true")
+
+    @property
+    def sim_schedulers(self) -> tuple[str, ...]:
+        return ()  # kube-scheduler: every sim runs it
+
+    def manifests(self, job: GangJob) -> list[dict[str, Any]]:
+        """The PodGroup first: a pod whose group does not exist yet waits for it (PreEnqueue)."""
+        [batch] = super().manifests(job)
+        batch["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": job.name}
+        return [pod_group(job), batch]
