@@ -19,7 +19,7 @@ from harness.cluster.wait import wait_gone
 from harness.core.errors import CriterionViolation, WaitTimeout
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.sim import cluster, dra, karpenter
+from harness.sim import cluster, components, dra, karpenter
 from harness.core.paths import REPO_ROOT
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -63,6 +63,30 @@ def test_gang_admission_fails_on_the_default_scheduler_and_passes_on_volcano(sim
     result = suite("test_gang_admission.py", "--backends=default,volcano")
     assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
     assert "training.gang_admission [default]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in result.stdout
+
+
+@pytest.fixture()
+def scheduler_without_the_gang_gate(disrupts: Callable[[str], None]) -> Iterator[None]:
+    """The sim's kube-scheduler restarted without the GangScheduling gate, the API server keeping it: PodGroups are
+    served and the pods name theirs, but no plugin holds them. Afterwards its own arguments again."""
+    disrupts("kube-scheduler")
+    reference = tuple(cluster.component_argv("kube-scheduler"))
+    cluster.stop_component("kube-scheduler", say=lambda _: None)
+    cluster.start_component("kube-scheduler", say=lambda _: None,
+                            argv=tuple(a for a in reference if a != components.WORKLOAD_GATES))
+    try:
+        yield
+    finally:
+        cluster.stop_component("kube-scheduler", say=lambda _: None)
+        cluster.start_component("kube-scheduler", say=lambda _: None, argv=reference)
+
+
+def test_gang_admission_fails_on_kube_gang_when_the_scheduler_lacks_the_gang_gate(
+        sim_api: client.ApiClient, scheduler_without_the_gang_gate: None) -> None:
+    result = suite("test_gang_admission.py::test_gang_admission[kube-gang]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.gang_admission [kube-gang]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in \
+        result.stdout, result.stdout[-3000:]
 
 
 def test_queue_fairness_fails_when_the_queues_are_weighted_1_to_1_but_3_to_1_is_configured(
