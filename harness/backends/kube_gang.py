@@ -4,28 +4,30 @@ found for them reserved, until `minCount` of them have nodes, then binds them to
 count within 5 minutes is released and retried. No queue: what it adds to `default` is the gang.
 
 Served where the API server and the scheduler run with the GenericWorkload and GangScheduling gates (alpha in
-Kubernetes v1.36, off by default; the sim turns them on) and the API server serves scheduling.k8s.io/v1alpha2.
-Measured on the training criteria a gang decides; the rest of kube-scheduler is the `default` backend's.
+Kubernetes v1.36, off by default; the sim turns them on) and the API server serves the PodGroup API:
+scheduling.k8s.io/v1alpha2 in v1.36, v1beta1 in v1.37 (the same gang policy and pod field), the newer one used where
+both are. Measured on the training criteria a gang decides; the rest of kube-scheduler is the `default` backend's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kubernetes.dynamic import DynamicClient
+
 from harness.backends.base import GANG
 from harness.backends.default import DefaultBackend
-from harness.backends.detect import missing_crd_reason
 from harness.jobs.model import GangJob
 from harness.targets.target import Target
 
-API_VERSION = "scheduling.k8s.io/v1alpha2"
+VERSIONS = ("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2")  # newest first
 GATES = "GenericWorkload and GangScheduling"
 CRITERIA = frozenset({"training.gang_admission", "training.queue_fairness", "training.priority_preemption"})
 
 
-def pod_group(job: GangJob) -> dict[str, Any]:
+def pod_group(job: GangJob, api_version: str = VERSIONS[-1]) -> dict[str, Any]:
     """Pure: the job's PodGroup, all its pods one gang."""
-    return {"apiVersion": API_VERSION, "kind": "PodGroup",
+    return {"apiVersion": api_version, "kind": "PodGroup",
             "metadata": {"name": job.name, "namespace": job.tenant.namespace},
             "spec": {"schedulingPolicy": {"gang": {"minCount": job.pods}}}}
 
@@ -37,11 +39,17 @@ class KubeGangBackend(DefaultBackend):
     criteria_reason = ("kube-scheduler's own gang is measured where a gang decides (gang admission, queue fairness, "
                        "priority preemption); everything else kube-scheduler does is the default backend's")
 
+    api_version = VERSIONS[-1]  # the one the cluster serves, once unavailable_reason has asked
+
     def unavailable_reason(self, target: Target) -> str | None:
-        reason = missing_crd_reason(target.api, "scheduling.k8s.io", "PodGroup", self.name)
-        return None if reason is None else (f"{self.name}: PodGroup ({API_VERSION}) is not served by "
-                                            f"{target.api.configuration.host}: kube-scheduler's gang needs the {GATES} "
-                                            "feature gates and --runtime-config=scheduling.k8s.io/v1alpha2=true")
+        served = {r.group_version for r in DynamicClient(target.api).resources.search(group="scheduling.k8s.io",
+                                                                                       kind="PodGroup")}
+        found = [v for v in VERSIONS if v in served]
+        if found:
+            self.api_version = found[0]
+            return None
+        return (f"{self.name}: PodGroup ({' or '.join(VERSIONS)}) is not served by {target.api.configuration.host}: "
+                f"kube-scheduler's gang needs the {GATES} feature gates and the API's --runtime-config")
 
     @property
     def sim_schedulers(self) -> tuple[str, ...]:
@@ -51,4 +59,4 @@ class KubeGangBackend(DefaultBackend):
         """The PodGroup first: a pod whose group does not exist yet waits for it (PreEnqueue)."""
         [batch] = super().manifests(job)
         batch["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": job.name}
-        return [pod_group(job), batch]
+        return [pod_group(job, self.api_version), batch]
