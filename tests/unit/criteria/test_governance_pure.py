@@ -61,10 +61,11 @@ def test_an_action_allowed_by_either_check_counts_and_broken_controls_are_found(
 
 
 def audit_line(verb: str, name: str, code: int, user: str, impersonated: str | None = None, at: str = "12:00:00.4",
-               stage: str = "ResponseComplete") -> str:
+               stage: str = "ResponseComplete", received: str = "") -> str:
     event = {"stage": stage, "verb": verb, "user": {"username": user},
              "objectRef": {"resource": "jobs", "apiGroup": "batch", "namespace": "poc-team-b", "name": name},
-             "responseStatus": {"code": code}, "stageTimestamp": f"2026-12-01T{at}Z"}
+             "responseStatus": {"code": code}, "stageTimestamp": f"2026-12-01T{at}Z",
+             **({"requestReceivedTimestamp": f"2026-12-01T{received}Z"} if received else {})}
     if impersonated:
         event["impersonatedUser"] = {"username": impersonated}
     return json.dumps(event)
@@ -82,6 +83,17 @@ def test_the_audit_entry_names_the_impersonated_submitter_of_the_object_it_creat
     assert found is not None and found.user == sa and found.verb == "patch"
     assert abs((found.at - T0).total_seconds() - 0.4) < 1e-6
     assert audit.creation_of(audit.Submitted("jobs", "batch", "poc-team-b", "j2", T0, ""), entries) is None
+
+
+def test_the_audit_time_skew_is_the_creation_second_outside_the_request_in_flight() -> None:
+    """A request held 2.5 s by loaded admission webhooks still contains its object's creation: no skew. An entry
+    whose request ended before the object's second began, or began after it ended, is off by the gap."""
+    [slow] = audit.parse_entries([audit_line("create", "j1", 201, "u", at="12:00:02.5", received="12:00:00.1")])
+    assert slow.received is not None and audit.skew_s(slow, T0) == 0.0  # T0: 12:00:00, creation within [0, 1)
+    [late] = audit.parse_entries([audit_line("create", "j1", 201, "u", at="12:00:05.0", received="12:00:03.5")])
+    assert audit.skew_s(late, T0) == 2.5  # the request began 2.5 s after the creation second ended
+    [early] = audit.parse_entries([audit_line("create", "j1", 201, "u", at="11:59:57.0")])
+    assert audit.skew_s(early, T0) == 3.0  # no received stamp: the response time alone
 
 
 def test_cis_audit_findings_name_what_falls_short() -> None:
