@@ -153,17 +153,28 @@ def _bring_down(part: Part) -> None:
 
 
 @contextmanager
-def sims(parts: list[Part], folder: Path) -> Iterator[None]:
-    """Every part's sim up (at once) for the duration; those started here are stopped afterwards."""
+def sims(parts: list[Part], folder: Path) -> Iterator[Callable[[Part], None]]:
+    """Every part's sim up (at once) for the duration; those started here are stopped afterwards, or as soon as
+    their part is done with the call it yields (an idle sim's controllers load the host the other parts measure on)."""
     started: list[Part] = []
     problems: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def done(part: Part) -> None:
+        with lock:
+            ours = part in started
+            if ours:
+                started.remove(part)
+        if ours:
+            _bring_down(part)
+
     try:
         _all_at_once([partial(_bring_up, p, folder, started, problems) for p in parts])
         if problems:
             raise SimError("; ".join(f"part {name}: {why}" for name, why in problems.items()))
-        yield
+        yield done
     finally:
-        _all_at_once([partial(_bring_down, p) for p in started])
+        _all_at_once([partial(_bring_down, p) for p in list(started)])
 
 
 def _all_at_once(calls: list[Callable[[], object]], children: list[subprocess.Popen[str]] | None = None) -> None:
@@ -195,9 +206,9 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _run_part(part: Part, argv: list[str], log: Path, codes: dict[str, int],
-              children: list[subprocess.Popen[str]]) -> None:
-    """The part's pytest, its output to the terminal (each line named by the part) and to its log. A run killed by
-    a signal counts as broken (128 + the signal), never as a result."""
+              children: list[subprocess.Popen[str]], done: Callable[[Part], None]) -> None:
+    """The part's pytest, its output to the terminal (each line named by the part) and to its log, then `done` with
+    it. A run killed by a signal counts as broken (128 + the signal), never as a result."""
     t0 = time.monotonic()
     codes[part.name] = EXIT_BROKEN  # until the run says otherwise
     with log.open("w") as out, subprocess.Popen(argv, env=part.env(), cwd=REPO_ROOT, stdout=subprocess.PIPE,
@@ -210,6 +221,7 @@ def _run_part(part: Part, argv: list[str], log: Path, codes: dict[str, int],
         code = proc.wait()
     codes[part.name] = 128 - code if code < 0 else code
     _say(part, f"done in {time.monotonic() - t0:.0f} s (pytest exit {codes[part.name]})")
+    done(part)
 
 
 def exit_code(codes: dict[str, int], parts: list[Part]) -> int:
@@ -241,12 +253,12 @@ def run(cfg: RunConfig, option_args: dict[str, str], spec: str, passthrough: lis
         f"{p.name} (port base {p.port_base})" for p in parts), flush=True)
     shared_setup()
     try:
-        with sims(parts, folder):
+        with sims(parts, folder) as done:
             up_s = time.monotonic() - t0
             _all_at_once([partial(_run_part, p, [
                 sys.executable, "-m", "pytest", *tests, f"--run-id={p.run_id}", f"--reports-dir={folder / 'parts'}",
                 f"--backends={','.join(p.backends)}", *options, *passthrough],
-                folder / "parts" / f"{p.run_id}.log", codes, children) for p in parts], children)
+                folder / "parts" / f"{p.run_id}.log", codes, children, done) for p in parts], children)
             print(f"gpupoc: sims up in {up_s:.0f} s; the parts' suites in {time.monotonic() - t0 - up_s:.0f} s "
                   "(wall, all at once)", flush=True)
     finally:
