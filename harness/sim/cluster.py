@@ -549,6 +549,20 @@ def component_argv(name: str) -> list[str]:
     return list(comp.get("argv") or [])
 
 
+@contextmanager
+def running_with(name: str, change: Callable[[tuple[str, ...]], tuple[str, ...]]) -> Iterator[None]:
+    """One component restarted with its arguments changed (a misconfiguration on purpose) for the duration, then
+    with its own again."""
+    reference = tuple(component_argv(name))
+    stop_component(name, say=lambda _: None)
+    start_component(name, say=lambda _: None, argv=change(reference))
+    try:
+        yield
+    finally:
+        stop_component(name, say=lambda _: None)
+        start_component(name, say=lambda _: None, argv=reference)
+
+
 def data_plane_netns(lay: Layout | None = None) -> str | None:
     """The network namespace of the sim's data plane (None: the sim is down or runs without one)."""
     name = (_read_state(lay or layout()) or {}).get("netns")

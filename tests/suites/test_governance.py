@@ -245,14 +245,8 @@ def test_queue_classes_fails_when_the_development_queue_has_no_reserved_quota(
 def device_side_reporting_one_uuid() -> Iterator[None]:
     """The sim's device side of KAI's GPU reservations restarted to give every reservation pod one GPU UUID;
     afterwards its own arguments again."""
-    reference = tuple(cluster.component_argv("kai-gpu-reservations"))
-    cluster.stop_component("kai-gpu-reservations", say=lambda _: None)
-    cluster.start_component("kai-gpu-reservations", say=lambda _: None, argv=(*reference, "--same-uuid"))
-    try:
+    with cluster.running_with("kai-gpu-reservations", lambda argv: (*argv, "--same-uuid")):
         yield
-    finally:
-        cluster.stop_component("kai-gpu-reservations", say=lambda _: None)
-        cluster.start_component("kai-gpu-reservations", say=lambda _: None, argv=reference)
 
 
 def test_sharing_granularity_fails_when_every_reservation_reports_one_device(

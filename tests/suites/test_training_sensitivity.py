@@ -70,15 +70,8 @@ def scheduler_without_the_gang_gate(disrupts: Callable[[str], None]) -> Iterator
     """The sim's kube-scheduler restarted without the GangScheduling gate, the API server keeping it: PodGroups are
     served and the pods name theirs, but no plugin holds them. Afterwards its own arguments again."""
     disrupts("kube-scheduler")
-    reference = tuple(cluster.component_argv("kube-scheduler"))
-    cluster.stop_component("kube-scheduler", say=lambda _: None)
-    cluster.start_component("kube-scheduler", say=lambda _: None,
-                            argv=tuple(a for a in reference if a != components.WORKLOAD_GATES))
-    try:
+    with cluster.running_with("kube-scheduler", lambda argv: tuple(a for a in argv if a != components.WORKLOAD_GATES)):
         yield
-    finally:
-        cluster.stop_component("kube-scheduler", say=lambda _: None)
-        cluster.start_component("kube-scheduler", say=lambda _: None, argv=reference)
 
 
 def test_gang_admission_fails_on_kube_gang_when_the_scheduler_lacks_the_gang_gate(
