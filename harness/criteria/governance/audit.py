@@ -74,8 +74,8 @@ def parse_entries(lines: Iterable[str]) -> list[Entry]:
         if event.get("stage") != "ResponseComplete" or not ref.get("name"):
             continue
         user = (event.get("impersonatedUser") or {}).get("username") or (event.get("user") or {}).get("username", "")
-        stamp, received = event.get("stageTimestamp") or event.get("requestReceivedTimestamp"), \
-            event.get("requestReceivedTimestamp")
+        received = event.get("requestReceivedTimestamp")
+        stamp = event.get("stageTimestamp") or received
         if not stamp:
             continue
         found.append(Entry(user, event.get("verb", ""), ref.get("resource", ""), ref.get("apiGroup", ""),
