@@ -11,7 +11,10 @@ because another worker's test loads the same 2 cores.
   assumes: the workload sample pinned to its own core and its CPU-isolation-off sensitivity (host processes are not
   pinned: under the other worker's load its 7 ms steps' CoV went from 0.06-0.09 to 0.83). Waiting for the other
   worker's running test costs up to its length (the scale smoke run's set-up waited 89 s), so the scale smoke run
-  is no longer quiet: its thresholds have room for the load instead.
+  is no longer quiet: its thresholds have room for the load instead. The other workers' sims stay up, idle, and an
+  idle sim still loads the host (Karpenter at 23 % of a core, each API server at 13 %: the sample's step p50 went
+  from 4-6 ms to 62-66 ms, 2026-12-06), so a quiet test also has every sim's processes held on the CPU the real
+  nodes reserve (harness/sim/hostcpus.py), off the core the sample is pinned to.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.run import hostshare
+from harness.sim import hostcpus
 
 LOCK = Path(tempfile.gettempdir()) / "gpupoc-make-test-heavy.lock"
 HOST = Path(tempfile.gettempdir()) / "gpupoc-make-test-host.lock"
@@ -36,5 +40,5 @@ def alone() -> Iterator[None]:
 @contextlib.contextmanager
 def sharing_the_host(quiet: bool) -> Iterator[None]:
     """Shared use of the host for a test (every test), or all of it (`quiet`): harness/run/hostshare.py's locks."""
-    with hostshare.sharing(HOST, quiet):
+    with hostshare.sharing(HOST, quiet), (hostcpus.sims_on_reserved_cpus() if quiet else contextlib.nullcontext()):
         yield

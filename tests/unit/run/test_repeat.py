@@ -73,14 +73,15 @@ def test_measures_the_host_alone(evidence):
 
 def test_a_quiet_case_waiting_for_a_quiet_host_is_not_cut_off_as_hung(tmp_path: Path) -> None:
     """pytest-timeout's limit is one run's: the wait for make poc's other parts (GPUPOC_QUIET_AFTER) comes on top
-    (a 600-s limit cut the real-node part's step-time case while four sims still ran, 2026-12-05)."""
+    (a 600-s limit cut the real-node part's step-time case while four sims still ran, 2026-12-05). The limit is
+    shorter than the wait, and long enough for the case itself on a loaded host (2 s was not, in make test)."""
     (tmp_path / "test_quiet.py").write_text(QUIET)
     busy = tmp_path / "busy"
     busy.write_text("four sims")
     env = {**os.environ, "GPUPOC_HOST_LOCK": str(tmp_path / "host.lock"), "GPUPOC_QUIET_AFTER": str(busy)}
-    with subprocess.Popen(["sh", "-c", f"sleep 4 && rm {busy}"]) as clearing:
+    with subprocess.Popen(["sh", "-c", f"sleep 12 && rm {busy}"]) as clearing:
         result = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-p",
-                                 "no:cacheprovider", "-o", "timeout=2", "test_quiet.py", "--run-id=quiet",
+                                 "no:cacheprovider", "-o", "timeout=8", "test_quiet.py", "--run-id=quiet",
                                  f"--reports-dir={tmp_path}", "--run-lock=off"],
                                 capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
         clearing.wait()
