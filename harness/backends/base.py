@@ -42,7 +42,8 @@ ELASTIC_WORKERS = "elastic workers"          # a running job's worker group is r
 COMBINED = "combined schedulers"             # one project's queue and admission in front of another's placement
 MULTICLUSTER = "one queue over clusters"     # a manager's queue dispatches jobs to worker clusters
 UPGRADE = "upgrade in place"                 # its controllers are replaced by their next release with work queued
-CAPABILITIES = (SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, UPGRADE, GANG, RETRY_POLICY,
+TOPOLOGY = "topology placement"              # a gang asked to stay within one topology domain is placed so
+CAPABILITIES = (TOPOLOGY, SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, UPGRADE, GANG, RETRY_POLICY,
                 JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
                 SERVED_MODEL, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 

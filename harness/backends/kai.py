@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from harness.backends.base import (Controllers, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (Controllers, Releases, RETRY_POLICY, TOPOLOGY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
 from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,
                                 tenant_queue)
@@ -137,7 +137,9 @@ MONITORING = Monitoring((
 
 class KaiBackend(Capabilities):
     name = "kai"
-    lacking = {RETRY_POLICY: NO_RETRIES}
+    lacking = {RETRY_POLICY: NO_RETRIES,
+               TOPOLOGY: "KAI's Topology CRD and its kai.scheduler/topology-required-placement annotation are not yet "
+                         "set up by gpupoc"}
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")

@@ -22,14 +22,18 @@ from harness.targets.target import Target
 
 VERSIONS = ("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2")  # newest first
 GATES = "GenericWorkload and GangScheduling"
-CRITERIA = frozenset({"training.gang_admission", "training.queue_fairness", "training.priority_preemption"})
+CRITERIA = frozenset({"training.gang_admission", "training.queue_fairness", "training.priority_preemption",
+                      "training.topology_placement"})
 
 
 def pod_group(job: GangJob, api_version: str = VERSIONS[-1]) -> dict[str, Any]:
-    """Pure: the job's PodGroup, all its pods one gang."""
+    """Pure: the job's PodGroup, all its pods one gang; a required placement is its topology constraint (the
+    TopologyAwareWorkloadScheduling gate: every pod of the group in one domain of the label)."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.pods}}}
+    if job.placement and job.placement.required:
+        spec["schedulingConstraints"] = {"topology": [{"key": job.placement.level}]}
     return {"apiVersion": api_version, "kind": "PodGroup",
-            "metadata": {"name": job.name, "namespace": job.tenant.namespace},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": job.pods}}}}
+            "metadata": {"name": job.name, "namespace": job.tenant.namespace}, "spec": spec}
 
 
 class KubeGangBackend(DefaultBackend):
@@ -37,7 +41,7 @@ class KubeGangBackend(DefaultBackend):
     lacking = {k: v for k, v in DefaultBackend.lacking.items() if k != GANG}
     criteria = CRITERIA
     criteria_reason = ("kube-scheduler's own gang is measured where a gang decides (gang admission, queue fairness, "
-                       "priority preemption); everything else kube-scheduler does is the default backend's")
+                       "priority preemption, topology placement); everything else kube-scheduler does is the default backend's")
 
     api_version = VERSIONS[-1]  # the one the cluster serves, once unavailable_reason has asked
 

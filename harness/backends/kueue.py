@@ -18,6 +18,11 @@ from harness.config.profile import Tenant
 from harness.targets.target import Target
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Topology-aware scheduling: the pod template's annotation names the level its pods must (or should) share; the
+# ClusterQueue admits it only on a flavor with a Topology: gpupoc setup's queue of that flavor alone, TOPOLOGY_QUEUE in
+# each tenant's namespace (manifests/setup/kueue.yaml.j2)
+REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY = (f"kueue.x-k8s.io/podset-{kind}-topology" for kind in ("required", "preferred"))
+TOPOLOGY_QUEUE = "gpupoc-topology"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
 
@@ -90,7 +95,11 @@ class KueueBackend(Capabilities):
                 or missing_controller_reason(target, self.name, ("kueue",), ("kueue-controller-manager",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        return [batch_job(job, {QUEUE_LABEL: tenant_queue(job, "kueue")})]
+        batch = batch_job(job, {QUEUE_LABEL: TOPOLOGY_QUEUE if job.placement else tenant_queue(job, "kueue")})
+        if job.placement:
+            batch["spec"]["template"]["metadata"]["annotations"][
+                REQUIRED_TOPOLOGY if job.placement.required else PREFERRED_TOPOLOGY] = job.placement.level
+        return [batch]
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         """Kueue's Deployment integration: the queue label on the Deployment (and its pods, which Kueue gates until

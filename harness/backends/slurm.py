@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import (UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
+from harness.backends.base import (TOPOLOGY, UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
                                    PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SAMPLE,
                                    SERVED_MODEL, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring,
                                    PreemptionCounter, WaitHistogram)
@@ -50,7 +50,9 @@ def site_site() -> SlurmSite | None:
 class SlurmBackend(Capabilities):
     name = "slurm"
     jobs_on_kubernetes = False
-    lacking = {UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
+    lacking = {TOPOLOGY: "Slurm's topology/tree (topology.conf from the profile's levels, --switches) is not set up by "
+                         "gpupoc yet",
+               UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
                         "harness does not replace them",
                SERVING: NOT_KUBERNETES, SERVED_MODEL: NOT_KUBERNETES,
                GPU_SHARING: "Slurm shares a GPU through GRES shards or MPS (gres/shard, gres/mps) in its own "

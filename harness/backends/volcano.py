@@ -87,6 +87,9 @@ class VolcanoBackend(Capabilities):
             "tasks": [{"name": "worker", "replicas": job.pods, "template": job.pod_template()}]}
         if job.priority_class:
             spec["priorityClassName"] = job.priority_class
+        if job.placement:  # the network-topology-aware plugin, over the HyperNodes gpupoc setup made
+            spec["networkTopology"] = {"mode": "hard" if job.placement.required else "soft",
+                                       "highestTierAllowed": job.placement.tier}
         return [{"apiVersion": API_VERSION, "kind": "Job",
                  "metadata": {"name": job.name, "namespace": job.tenant.namespace}, "spec": spec}]
 

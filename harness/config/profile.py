@@ -72,6 +72,25 @@ class AutoscaledPool:
     nodes: int = 2
 
 
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where the GPU nodes sit, as node labels name it (NVIDIA's Topograph labels real nodes so): `levels` from the
+    widest domain to the narrowest (a spine, a leaf switch, a node), and `gang_level`, the one of them a training
+    gang must stay within (the topology case asks each scheduler for it as a required placement)."""
+
+    levels: tuple[str, ...]
+    gang_level: str
+
+    def tier(self, level: str) -> int:
+        """The level's tier counted up from the nodes (1: the switch above them), as Volcano's HyperNodes count; a
+        node's own label (kubernetes.io/hostname) is no tier."""
+        switches = [name for name in self.levels if name != HOSTNAME]
+        return len(switches) - switches.index(level)
+
+
 @dataclass(frozen=True)
 class GpuSizes:
     resource: str
@@ -79,6 +98,7 @@ class GpuSizes:
     job_sizes: dict[str, int]
     dra: Dra | None = None  # None: the cluster's GPUs are claimed by the device plugin's resource only
     autoscaled: AutoscaledPool | None = None  # None: the cluster has no autoscaled GPU pool (or the POC ignores it)
+    topology: Topology | None = None  # None: the profile names no topology (the topology case is not checked)
 
 
 @dataclass(frozen=True)
@@ -248,6 +268,20 @@ def _autoscaled(f: _Fields) -> AutoscaledPool | None:
     return AutoscaledPool({k: selector.get(k, str) for k in selector.data}, tuple(tolerations), nodes)
 
 
+def _topology(f: _Fields) -> Topology | None:
+    if not f.data:
+        return None
+    f.only(("levels", "gang_level"))
+    levels = f.get("levels", list)
+    if not levels or not all(isinstance(level, str) and level for level in levels) or len(set(levels)) != len(levels):
+        raise f.fail("levels", "must list node label keys, widest domain first (e.g. a spine's, a leaf's, "
+                     "kubernetes.io/hostname), each once")
+    gang_level = f.get("gang_level", str)
+    if gang_level not in levels:
+        raise f.fail("gang_level", f"must be one of the levels ({', '.join(levels)}), got {gang_level!r}")
+    return Topology(tuple(levels), gang_level)
+
+
 def _scale(f: _Fields) -> ScaleSpec:
     f.only(("nodes", "jobs", "rate_per_s", "run_for_s", "cap_s", "submitters"))
     defaults = ScaleSpec()
@@ -386,7 +420,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     if len(set(names)) != len(names):
         raise f.fail("tenants", f"tenant names must be unique, got {names}")
     gpu = f.child("gpu")
-    gpu.only(("resource", "per_node", "job_sizes", "dra", "autoscaled"))
+    gpu.only(("resource", "per_node", "job_sizes", "dra", "autoscaled", "topology"))
     dra = gpu.optional("dra")
     dra.only(("device_class", "driver"))
     autoscaled = _autoscaled(gpu.optional("autoscaled"))
@@ -402,7 +436,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes,
                                 Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None,
-                                autoscaled),
+                                autoscaled, _topology(gpu.optional("topology"))),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),

@@ -205,6 +205,10 @@ class Workloads:
         """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
         return sum(1 for n in self._nodes() if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
 
+    def node_domains(self, resource: str, per_node: int, level: str) -> dict[str, str]:
+        return {n.metadata.name: n.metadata.labels[level] for n in self._nodes()
+                if level in (n.metadata.labels or {}) and int((n.status.allocatable or {}).get(resource, "0")) >= per_node}
+
     def node_names(self) -> list[str]:
         """The nodes the profile's pods may land on (its node selector)."""
         return [n.metadata.name for n in self._nodes()]

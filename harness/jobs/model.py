@@ -38,6 +38,16 @@ class GpuShare:
         return f"{self.fraction:g} GPU" if self.fraction is not None else f"{self.memory_mib} MiB of a GPU"
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a gang's pods must (or should) be together: within one domain of a topology level, a node label's key
+    (the profile's gpu.topology); each backend asks its scheduler in its own words."""
+
+    level: str
+    required: bool = True
+    tier: int = 1  # the level's tier counted up from the nodes (Volcano's HyperNodes: profile Topology.tier)
+
+
 # A member's SIGTERM trap ends it within a second (harness/config/workloads.py); a signal that comes before the shell
 # has set the trap is ignored (PID 1), and the kubelet then waits out the grace period: 30 s by default held a
 # preempted job's GPUs past priority_preemption's threshold on a real node (make poc 2026-12-05: Kueue preempted a
@@ -65,6 +75,7 @@ class GangJob:
     device_class: str | None = None  # its GPUs claimed through DRA from this DeviceClass, not the device plugin's
     tolerations: tuple[dict[str, Any], ...] = ()  # beside the profile's (an autoscaled pool's taint)
     gpu_share: GpuShare | None = None  # each pod asks for a share of one GPU instead of whole GPUs
+    placement: Placement | None = None  # its pods within one topology domain (a backend that can: TOPOLOGY)
 
     def __post_init__(self) -> None:
         if self.pods < 1 or self.gpus_per_pod < 0:

@@ -83,6 +83,11 @@ class JobSystem(Protocol):
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         ...
 
+    def node_domains(self, resource: str, per_node: int, level: str) -> dict[str, str]:
+        """The nodes offering a whole node's worth of GPUs, each with its domain of a topology level (the value of
+        that node label; nodes without it left out)."""
+        ...
+
     def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt] | None:
         """Where the job system has users of its own (Slurm): `me` tries to read, change and cancel a job of
         `other`, and the same on a job of its own (the positive control). None on Kubernetes, whose RBAC matrix

@@ -35,7 +35,10 @@ def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
     objects = render("setup/tenants.yaml.j2", tenants=profile.tenants, labels=labels)
     objects += render("setup/priorityclasses.yaml.j2", labels=labels)
     for name in present:
-        if name in ("kueue", "volcano"):  # their queues name the GPU resource; KAI's count GPUs as such
+        if name == "kueue":  # its queues name the GPU resource, and one of them has the topology's flavor
+            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
+                              gpu_resource=profile.gpu.resource, topology=profile.gpu.topology)
+        elif name == "volcano":  # its queues name the GPU resource; KAI's count GPUs as such
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
                               gpu_resource=profile.gpu.resource)
         elif name in QUEUE_TEMPLATES:

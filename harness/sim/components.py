@@ -143,8 +143,9 @@ def binary(name: str, build_command: str = "gpupoc sim build") -> str:
 # kube-scheduler's own gang (the kube-gang backend, harness/backends/kube_gang.py): alpha in v1.36, off by default. On
 # the API server (the PodGroup API, a pod's schedulingGroup, the PodGroupProtection finalizer), the controller
 # manager (which removes that finalizer) and the scheduler (the GangScheduling plugin). WorkloadWithJob stays off: it
-# would gang every Indexed Job, and `default` is kube-scheduler without a gang.
-WORKLOAD_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+# would gang every Indexed Job, and `default` is kube-scheduler without a gang. TopologyAwareWorkloadScheduling (alpha
+# in v1.36): a PodGroup's schedulingConstraints.topology, one node label its pods share (the topology case).
+WORKLOAD_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
 WORKLOAD_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 
 

@@ -21,6 +21,11 @@ NODE_MEMORY = "1024Gi"
 NODE_PODS = "110"
 NODE_READY_TIMEOUT_S = 60.0
 GPU_RESOURCE = "nvidia.com/gpu"
+# Where each node sits, as NVIDIA's Topograph labels real nodes (profiles/sim.yaml's gpu.topology names the same
+# keys): NODES_PER_LEAF nodes under a leaf switch, LEAVES_PER_SPINE leaves under a spine, each HGX node its own NVLink
+# domain. The reference sim's 4 nodes: one spine, two leaves of two nodes.
+SPINE, LEAF, ACCELERATOR = (f"network.topology.nvidia.com/{level}" for level in ("spine", "leaf", "accelerator"))
+NODES_PER_LEAF, LEAVES_PER_SPINE = 2, 2
 
 
 def gfd_labels(gpu: GpuSpec) -> dict[str, str]:
@@ -49,13 +54,20 @@ def gfd_labels(gpu: GpuSpec) -> dict[str, str]:
     }
 
 
+def topology_labels(name: str) -> dict[str, str]:
+    """The node's spine, leaf and NVLink domain, from its number (gpu-node-<i>)."""
+    index = int(name.removeprefix(NODE_NAME_PREFIX))
+    leaf = index // NODES_PER_LEAF
+    return {SPINE: f"spine-{leaf // LEAVES_PER_SPINE}", LEAF: f"leaf-{leaf}", ACCELERATOR: f"nvl-{index}"}
+
+
 def node_manifest(name: str, gpu: GpuSpec) -> dict[str, Any]:
     """A Node the kwok controller manages, with capacity that survives its initialize stage."""
     resources = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": NODE_PODS,
                  "ephemeral-storage": "10Ti", GPU_RESOURCE: str(gpu.count)}
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
               "node.kubernetes.io/instance-type": f"sim-{gpu.product.lower()}-x{gpu.count}",
-              "type": "kwok", SIMULATED_LABEL: "true", **gfd_labels(gpu)}
+              "type": "kwok", SIMULATED_LABEL: "true", **gfd_labels(gpu), **topology_labels(name)}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},

@@ -520,6 +520,9 @@ class SlurmJobs:
         return sum(1 for node in self.rest.nodes() if gres_count(str(node.get("gres", ""))) >= per_node
                    and self.rest.site.partition in (node.get("partitions") or [self.rest.site.partition]))
 
+    def node_domains(self, resource: str, per_node: int, level: str) -> dict[str, str]:
+        return {}  # Slurm's switches are its topology.conf, not node labels (TOPOLOGY: not set up yet)
+
     # teardown
     def close(self) -> list[str]:
         """Cancel what this test submitted and wait until slurmctld no longer counts it as active."""

@@ -1,0 +1,79 @@
+"""Large-scale training — topology placement: a gang that asks to stay within one domain of the profile's gang
+level (a leaf switch, an NVLink domain) has its pods in one domain at every moment; while no domain can hold it
+whole, none of its pods is bound (the cluster's free GPUs would hold it, split); once a domain frees, it lands whole
+inside it within the threshold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.criteria import AT_MOST, Chart, Criterion, Threshold, register
+
+CRITERION = register(Criterion(
+    "training.topology_placement",
+    "A gang that requires one topology domain has all its pods in one domain at every moment; while no domain can "
+    "hold it, none of its pods is bound; when a domain frees, it lands whole inside it within the threshold.",
+    (Threshold("max_domains_spanned", "domains of the gang level its bound pods spanned at one moment (1)", AT_MOST,
+               " domains"),
+     Threshold("max_pods_bound_while_no_domain_fits", "pods bound while no domain could hold the whole gang (0)",
+               AT_MOST, " pods"),
+     Threshold("placed_within_s", "seconds from a domain freeing to all pods bound inside it", AT_MOST, " s")),
+    (Chart("pods", "pods over time", "pods"),)))
+
+NOT_CHECKED = ("preferred placement on a prefilled cluster (the fewest domains)", "fragmentation after a stream of "
+               "small jobs", "a placed gang's lost node replaced in its domain")
+
+
+@dataclass
+class PlacementWatch:
+    """Fed every pod event of the gang (from the watch): where its bound pods are, and the worst moment."""
+
+    size: int
+    domain_of: dict[str, str]  # node -> its domain at the gang level
+    nodes: dict[str, str] = field(default_factory=dict)  # bound pod -> its node
+    max_spanned: int = 0
+    spans: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)  # each change: when, the domains used
+    bound_while_blocked: int = 0
+    blocked: bool = True  # until the case frees a domain
+    all_bound_at: float | None = None
+
+    def observe(self, event: str, pod: dict[str, Any], seen_at: float) -> None:
+        name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName")
+        if event != "DELETED" and node:
+            self.nodes[name] = node
+        else:
+            self.nodes.pop(name, None)
+        used = self.domains()
+        if not self.spans or self.spans[-1][1] != used:
+            self.spans.append((seen_at, used))
+        self.max_spanned = max(self.max_spanned, len(used))
+        if self.blocked:
+            self.bound_while_blocked = max(self.bound_while_blocked, len(self.nodes))
+        if len(self.nodes) >= self.size and self.all_bound_at is None:
+            self.all_bound_at = seen_at
+
+    def domains(self) -> tuple[str, ...]:
+        """The domains its bound pods are in now (a node without the level's label counts as a domain of its own)."""
+        return tuple(sorted({self.domain_of.get(node, f"(unlabelled: {node})") for node in self.nodes.values()}))
+
+    def free_a_domain(self) -> None:
+        self.blocked = False
+
+
+def domains_of(nodes: list[dict[str, Any]], level: str) -> dict[str, str]:
+    """Pure: node name -> its value of the level's label (nodes without it left out)."""
+    found = {}
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if level in labels:
+            found[node["metadata"]["name"]] = labels[level]
+    return found
+
+
+def members(domain_of: dict[str, str]) -> dict[str, list[str]]:
+    """Pure: domain -> its nodes, sorted."""
+    found: dict[str, list[str]] = {}
+    for node, domain in sorted(domain_of.items()):
+        found.setdefault(domain, []).append(node)
+    return found

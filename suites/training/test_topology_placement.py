@@ -1,0 +1,124 @@
+"""Large-scale training — topology placement.
+
+A gang asks its scheduler to keep all its pods within one domain of the profile's gang level (a leaf switch, an
+NVLink domain). Another tenant's fillers leave every domain one node short of the gang, so the cluster's free GPUs
+would hold it only split across domains: none of its pods may be bound, at any moment. Then one domain's fillers end:
+the gang lands whole inside that domain within the threshold. kube-scheduler without a gang or topology (`default`)
+is the baseline expected to violate it: the record shows the domains its pods were split over.
+
+Not checked yet (issue 43): preferred placement on a prefilled cluster, fragmentation after a stream of small jobs,
+and a placed gang's lost node (criteria/training/topology_placement.py: NOT_CHECKED).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness.backends import Backend
+from harness.backends.base import TOPOLOGY
+from harness.config.profile import Profile
+from harness.criteria.training.gang_admission import GangWatch
+from harness.criteria.training.topology_placement import CRITERION, NOT_CHECKED, PlacementWatch, members
+from harness.jobs.model import GangJob, Placement
+from harness.jobs.system import JobSystem
+from harness.record.evidence import Evidence
+from harness.targets.target import Target
+from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, require
+
+REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles after every pod was refused (as gang admission)
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def test_topology_placement(backend: Backend, target: Target, workloads: JobSystem, queue_model: Profile,
+                            evidence: Callable[[str], Evidence]) -> None:
+    profile, ev = queue_model, evidence(CRITERION.id)
+    require(target, backend, TOPOLOGY)
+    topology = profile.gpu.topology
+    if topology is None:
+        pytest.skip("the profile names no topology (gpu.topology): there is no domain to ask the scheduler for")
+    per_node, level = profile.gpu.per_node, topology.gang_level
+    domains = members(workloads.node_domains(profile.gpu.resource, per_node, level))
+    size = min((len(nodes) for nodes in domains.values()), default=0)
+    if len(domains) < 2 or size < 2:
+        pytest.skip(f"{len(domains)} domain(s) of {level} with whole GPU nodes, the smallest of {size}: the case needs "
+                    "two domains of two nodes or more")
+    lender, owner = profile.tenants[-1], profile.tenants[0]
+    # each domain one node short of the gang; the first domain's fillers end later (the domain that frees)
+    fill = {domain: nodes[:len(nodes) - size + 1] for domain, nodes in domains.items()}
+    fillers = {domain: [GangJob(workloads.job_name(f"topo-filler-{i}-{j}"), lender, pods=1, gpus_per_pod=per_node,
+                                run_for_s=LONG_RUN_S, node_selector={HOSTNAME: node})
+                        for j, node in enumerate(nodes)] for i, (domain, nodes) in enumerate(fill.items())}
+    placement = Placement(level, required=True, tier=topology.tier(level))
+    gang = GangJob(workloads.job_name("topo-gang"), owner, pods=size, gpus_per_pod=per_node, run_for_s=LONG_RUN_S,
+                   placement=placement)
+    free = sum(len(nodes) - len(fill[d]) for d, nodes in domains.items())
+    ev.note(f"{len(domains)} domains of {level}: " + "; ".join(f"{d}: {', '.join(n)}" for d, n in domains.items()))
+    ev.note(f"fillers of {lender.name} leave {size - 1} node(s) free in each domain ({free} in all); the gang of "
+            f"{owner.name} needs {size} whole nodes ({size} pods x {per_node} GPUs) in one domain, asked as "
+            f"{'required' if placement.required else 'preferred'} at {level}.")
+    started = time.time()
+
+    every_filler = [job for jobs in fillers.values() for job in jobs]
+    for job in every_filler:
+        workloads.submit(job)
+    lender_pods = workloads.members(lender.namespace)
+    lender_pods.wait_until(f"{len(every_filler)} fillers bound",
+                           lambda objs: sum(bound_pods(objs, job) for job in every_filler) == len(every_filler),
+                           profile.timeouts.admit)
+
+    domain_of = {node: domain for domain, nodes in domains.items() for node in nodes}
+    placed, refusals = PlacementWatch(gang.pods, domain_of), GangWatch(gang.pods)
+    owner_pods = workloads.members(owner.namespace)
+
+    def observe(event: str, pod: dict[str, Any]) -> None:
+        if belongs(pod, gang):
+            placed.observe(event, pod, time.time())
+            refusals.observe(event, pod, time.time())
+    owner_pods.on_event(observe)
+    submitted = time.time()
+    workloads.submit(gang)
+    jobs = workloads.jobs(owner.namespace)
+    job_refused: list[float] = []
+
+    def refused_since() -> float | None:
+        status = workloads.status_of(gang, jobs.objects)
+        if not job_refused and status is not None and status.state == "queued" and status.reason and \
+                not any(belongs(p, gang) for p in owner_pods.objects.values()):
+            job_refused.append(time.time())
+        return refusals.refused_since() or (job_refused[0] if job_refused else None)
+
+    def seen_enough() -> bool:  # as many pods bound as a split placement can reach, or the scheduler said no
+        refused = refused_since()
+        return placed.bound_while_blocked >= min(free, gang.pods) or (
+            refused is not None and time.time() - refused >= REFUSAL_CONFIRM_S)
+    owner_pods.hold(profile.timeouts.observe, until=seen_enough, recheck_s=0.25)
+    refused_at = refused_since()
+    ev.note(f"watched the gang for {time.time() - submitted:.1f}s while no domain could hold it: "
+            f"{placed.bound_while_blocked} pod(s) bound" + (
+                f", in {', '.join(placed.domains())}" if placed.nodes else "") + (
+                f"; the scheduler refused it {refused_at - submitted:.1f}s after submission"
+                if refused_at is not None else ""))
+
+    freed_domain = next(iter(fillers))
+    for job in fillers[freed_domain]:
+        workloads.delete(job)
+    placed.free_a_domain()
+    freed_at = time.time()
+    owner_pods.wait_until(f"all {gang.pods} pods of the gang bound after {freed_domain} freed",
+                          lambda objs: placed.all_bound_at is not None, profile.timeouts.admit)
+    landed = placed.domains()
+    ev.note(f"{freed_domain} freed; the gang's pods are in {', '.join(landed)} "
+            f"({', '.join(sorted(placed.nodes.values()))})")
+    ev.tables["the gang's domains, each time they changed"] = [
+        {"t (s)": round(at - started, 3), "domains": ", ".join(used) or "(none bound)"} for at, used in placed.spans]
+
+    ev.expect("max_domains_spanned", placed.max_spanned)
+    ev.expect("max_pods_bound_while_no_domain_fits", placed.bound_while_blocked)
+    ev.expect("placed_within_s", round(max(0.0, (placed.all_bound_at or freed_at) - freed_at), 3))
+    ev.note("not checked yet: " + "; ".join(NOT_CHECKED))
+    attach_timeline(ev, workloads.timeline, started)
+    ev.verdict()

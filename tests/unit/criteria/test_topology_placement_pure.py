@@ -1,0 +1,93 @@
+"""Topology placement on recorded pod events: the domains a gang's bound pods span at each moment, the pods bound
+while no domain could hold it, and each scheduler's way of asking for one domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import backends
+from harness.config.profile import Tenant, Topology, load_profile
+from harness.core.errors import ConfigError
+from harness.core.paths import REPO_ROOT
+from harness.criteria.training.topology_placement import PlacementWatch, domains_of, members
+from harness.jobs.model import GangJob, Placement
+from harness.sim.nodes import LEAF, SPINE, node_manifest, topology_labels
+from harness.sim.config import GpuSpec
+
+DOMAIN_OF = {"n0": "leaf-0", "n1": "leaf-0", "n2": "leaf-1", "n3": "leaf-1"}
+TEAM = Tenant("team-a", "poc-team-a", "sa", 1.0, 8, {"kueue": "team-a", "volcano": "team-a"})
+LEVELS = (SPINE, LEAF, "kubernetes.io/hostname")
+
+
+def pod(name: str, node: str | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}}
+
+
+def test_a_gang_split_over_two_leaves_while_none_could_hold_it_is_counted_at_its_worst() -> None:
+    watch = PlacementWatch(2, DOMAIN_OF)
+    watch.observe("ADDED", pod("a"), 1.0)
+    watch.observe("MODIFIED", pod("a", "n1"), 2.0)
+    watch.observe("MODIFIED", pod("b", "n3"), 2.5)
+    assert (watch.max_spanned, watch.bound_while_blocked, watch.all_bound_at) == (2, 2, 2.5)
+    assert watch.spans == [(1.0, ()), (2.0, ("leaf-0",)), (2.5, ("leaf-0", "leaf-1"))]
+
+
+def test_a_gang_held_until_a_leaf_frees_then_landing_whole_in_it_passes() -> None:
+    watch = PlacementWatch(2, DOMAIN_OF)
+    watch.observe("ADDED", pod("a"), 1.0)
+    watch.observe("ADDED", pod("b"), 1.0)
+    watch.free_a_domain()
+    watch.observe("MODIFIED", pod("a", "n0"), 5.0)
+    watch.observe("MODIFIED", pod("b", "n1"), 5.1)
+    watch.observe("DELETED", pod("b", "n1"), 9.0)  # a pod gone is no longer where the gang is
+    assert (watch.max_spanned, watch.bound_while_blocked, watch.all_bound_at) == (1, 0, 5.1)
+    assert watch.domains() == ("leaf-0",)
+
+
+def test_a_node_without_the_levels_label_is_a_domain_of_its_own() -> None:
+    watch = PlacementWatch(2, DOMAIN_OF)
+    watch.observe("MODIFIED", pod("a", "n0"), 1.0)
+    watch.observe("MODIFIED", pod("b", "stray"), 1.0)
+    assert watch.max_spanned == 2 and "(unlabelled: stray)" in watch.domains()
+
+
+def test_the_sims_nodes_sit_two_to_a_leaf_under_one_spine() -> None:
+    nodes = [node_manifest(f"gpu-node-{i}", GpuSpec()) for i in range(4)]
+    assert members(domains_of(nodes, LEAF)) == {"leaf-0": ["gpu-node-0", "gpu-node-1"],
+                                                "leaf-1": ["gpu-node-2", "gpu-node-3"]}
+    assert {topology_labels(n["metadata"]["name"])[SPINE] for n in nodes} == {"spine-0"}
+
+
+def test_the_reference_profile_names_the_sims_levels_and_a_tier_for_volcano() -> None:
+    topology = load_profile(REPO_ROOT / "profiles" / "sim.yaml").gpu.topology
+    assert topology == Topology(LEVELS, LEAF)
+    assert (topology.tier(LEAF), topology.tier(SPINE)) == (1, 2)
+
+
+@pytest.mark.parametrize("section, says", [({"levels": [], "gang_level": LEAF}, "levels"),
+                                           ({"levels": [SPINE, LEAF], "gang_level": "rack"}, "gang_level")])
+def test_a_topology_the_profile_gets_wrong_is_a_one_line_error(tmp_path: Path, section: dict[str, Any],
+                                                               says: str) -> None:
+    import yaml
+    data = yaml.safe_load((REPO_ROOT / "profiles" / "sim.yaml").read_text())
+    data["gpu"]["topology"] = section
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=f"gpu.topology.{says}"):
+        load_profile(path)
+
+
+def test_each_scheduler_is_asked_for_one_domain_in_its_own_words() -> None:
+    job = GangJob("g", TEAM, pods=2, gpus_per_pod=8, placement=Placement(LEAF, tier=1))
+    [kueue] = backends.ALL["kueue"].manifests(job)
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpupoc-topology"
+    assert kueue["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == LEAF
+    [volcano] = backends.ALL["volcano"].manifests(job)
+    assert volcano["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    group, _ = backends.ALL["kube-gang"].manifests(job)
+    assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": LEAF}]}
+    [plain] = backends.ALL["default"].manifests(job)  # the baseline: kube-scheduler is asked for nothing
+    assert "networkTopology" not in plain["spec"] and not plain["spec"]["template"]["spec"].get("schedulingGroup")
