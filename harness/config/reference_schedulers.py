@@ -27,6 +27,7 @@ tiers:
       predicate.DynamicResourceAllocationEnable: true  # DRA claims (off by default in v1.14)
   - name: proportion
   - name: nodeorder
+  - name: network-topology-aware  # a job's networkTopology over the HyperNodes (training.topology_placement)
 """
 
 WAIT_FOR_PODS_READY_TIMEOUT = "5m"

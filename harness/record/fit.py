@@ -28,6 +28,7 @@ BAD = ("FAIL", "ERROR", "UNFINISHED")
 DEFAULT_SCENARIOS: dict[str, tuple[str, ...]] = {
     "batch training": ("training.gang_admission", "training.queue_fairness", "training.priority_preemption",
                        "training.failure_recovery", "training.queue_wait"),
+    "large-scale training (topology)": ("training.topology_placement", "training.gang_admission"),
     "online inference": ("inference.cold_start", "inference.latency", "inference.rolling_release",
                          "inference.elasticity", "inference.service_discovery"),
     "development and debugging": ("governance.queue_classes", "training.queue_wait"),

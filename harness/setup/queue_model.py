@@ -18,6 +18,7 @@ from harness.cluster.cleanup import HTTP_NOT_FOUND
 from harness.core.errors import ConfigError
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, render
 from harness.config.profile import Profile
+from harness.setup.topology import hypernodes
 from harness.targets.target import Target
 
 MODEL_LABEL = "gpupoc.io/queue-model"
@@ -29,8 +30,10 @@ def may_create_queue_model(target: Target) -> bool:
     return target.features.creates_queue_model
 
 
-def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
-    """Pure: the objects of the reference queue model for the backends present."""
+def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]] | None = None
+                ) -> list[dict[str, Any]]:
+    """Pure: the objects of the reference queue model for the backends present; with the cluster's `nodes` and a
+    topology in the profile, Volcano's HyperNodes of their domains."""
     labels = {MANAGED_LABEL: MANAGER, MODEL_LABEL: "reference"}
     objects = render("setup/tenants.yaml.j2", tenants=profile.tenants, labels=labels)
     objects += render("setup/priorityclasses.yaml.j2", labels=labels)
@@ -41,6 +44,8 @@ def queue_model(profile: Profile, present: list[str]) -> list[dict[str, Any]]:
         elif name == "volcano":  # its queues name the GPU resource; KAI's count GPUs as such
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
                               gpu_resource=profile.gpu.resource)
+            if profile.gpu.topology and nodes:
+                objects += hypernodes(profile.gpu.topology, nodes, labels)
         elif name in QUEUE_TEMPLATES:
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels)
     return objects
@@ -89,7 +94,10 @@ def apply_queue_model(target: Target, profile: Profile, say: Callable[[str], Non
     for name, reason in available.items():
         if reason:
             say(f"  {name}: no queues created ({reason})")
-    objects = queue_model(profile, present)
+    nodes = None
+    if "volcano" in present and profile.gpu.topology:
+        nodes = target.api.sanitize_for_serialization(client.CoreV1Api(target.api).list_node().items)
+    objects = queue_model(profile, present, nodes)
     for replaced in replace_changed_priority_classes(target.api, objects):
         say(f"  PriorityClass {replaced}: value changed in the reference model; replaced (a value cannot change)")
     applied = apply_objects(target.api, objects)

@@ -91,3 +91,15 @@ def test_each_scheduler_is_asked_for_one_domain_in_its_own_words() -> None:
     assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": LEAF}]}
     [plain] = backends.ALL["default"].manifests(job)  # the baseline: kube-scheduler is asked for nothing
     assert "networkTopology" not in plain["spec"] and not plain["spec"]["template"]["spec"].get("schedulingGroup")
+
+
+def test_volcanos_hypernodes_are_the_leaves_of_the_nodes_labels_and_the_spine_above_them() -> None:
+    from harness.setup.topology import hypernodes
+    topology = Topology(LEVELS, LEAF)
+    nodes = [node_manifest(f"gpu-node-{i}", GpuSpec()) for i in range(4)]
+    found = {h["metadata"]["name"]: h["spec"] for h in hypernodes(topology, nodes, {})}
+    assert found["gpupoc-leaf-leaf-1"] == {"tier": 1, "members": [
+        {"type": "Node", "selector": {"labelMatch": {"matchLabels": {LEAF: "leaf-1"}}}}]}
+    assert found["gpupoc-spine-spine-0"] == {"tier": 2, "members": [
+        {"type": "HyperNode", "selector": {"exactMatch": {"name": f"gpupoc-leaf-leaf-{i}"}}} for i in (0, 1)]}
+    assert len(found) == 3
