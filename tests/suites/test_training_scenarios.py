@@ -4,7 +4,8 @@ sim's designed outcomes (suites/expected.yaml). The full criterion x backend mat
 Mechanisms: a Kueue Workload (fairness, preemption counted in workloads, queue wait with a per-queue histogram),
 a Volcano Job (recovery by its job policy; its scheduler restarted as a process of the sim), a KAI PodGroup with bare
 pods (gang), kube-scheduler as the FIFO baseline that fails fairness by design and its own gang (a Workload API
-PodGroup) that passes gang admission, and DRA claims allocated by
+PodGroup) that passes gang admission, a gang kept within one leaf by Kueue's topology-aware scheduling and by Volcano's
+HyperNodes (kube-scheduler splits it, by design), and DRA claims allocated by
 kube-scheduler within Kueue's quota (the DeviceClass mapped onto the GPU resource), and nodes Karpenter adds for a
 Kueue job on its autoscaled pool.
 """
@@ -34,7 +35,10 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_control_plane_recovery.py::test_control_plane_recovery[volcano]",
              "test_dra_allocation.py::test_dra_allocation[kueue]",
              "test_capacity_elasticity.py::test_capacity_elasticity[kueue]",
-             "test_worker_scaling.py::test_worker_scaling[kuberay]")
+             "test_worker_scaling.py::test_worker_scaling[kuberay]",
+             "test_topology_placement.py::test_topology_placement[kueue]",
+             "test_topology_placement.py::test_topology_placement[volcano]",
+             "test_topology_placement.py::test_topology_placement[default]")
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
@@ -52,8 +56,10 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
             ("training.failure_recovery", "volcano"), ("training.failure_recovery", "kuberay"),
             ("training.queue_wait", "kueue"),
             ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue"),
-            ("training.capacity_elasticity", "kueue"), ("training.worker_scaling", "kuberay")} <= ran, outcomes
+            ("training.capacity_elasticity", "kueue"), ("training.worker_scaling", "kuberay"),
+            ("training.topology_placement", "kueue"), ("training.topology_placement", "volcano")} <= ran, outcomes
     assert ("training.queue_fairness", "default", "FAIL") in outcomes
+    assert ("training.topology_placement", "default", "FAIL") in outcomes
     assert ("training.gang_admission", "kube-gang") in ran  # default's FAIL: test_training_sensitivity.py
     if cluster.component_running("kai-scheduler"):
         assert ("training.gang_admission", "kai") in ran

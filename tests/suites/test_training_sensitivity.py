@@ -74,12 +74,16 @@ def scheduler_without_the_gang_gate(disrupts: Callable[[str], None]) -> Iterator
         yield
 
 
-def test_gang_admission_fails_on_kube_gang_when_the_scheduler_lacks_the_gang_gate(
+def test_gang_and_topology_fail_on_kube_gang_when_the_scheduler_lacks_the_workload_gates(
         sim_api: client.ApiClient, scheduler_without_the_gang_gate: None) -> None:
-    result = suite("test_gang_admission.py::test_gang_admission[kube-gang]")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    """Without GangScheduling and TopologyAwareWorkloadScheduling its pods bind one by one, wherever a node is free."""
+    result = suite("test_gang_admission.py::test_gang_admission[kube-gang]",
+                   "suites/training/test_topology_placement.py::test_topology_placement[kube-gang]")
+    assert "2 failed" in result.stdout, result.stdout[-3000:]
     assert "training.gang_admission [kube-gang]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in \
         result.stdout, result.stdout[-3000:]
+    assert "training.topology_placement [kube-gang]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
+        in result.stdout, result.stdout[-3000:]
 
 
 def test_queue_fairness_fails_when_the_queues_are_weighted_1_to_1_but_3_to_1_is_configured(
