@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from harness.backends.base import (Controllers, Releases, RETRY_POLICY, TOPOLOGY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (Controllers, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
 from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,
                                 tenant_queue)
@@ -28,6 +28,7 @@ from harness.targets.target import Target
 API_VERSION = "scheduling.run.ai/v2alpha2"
 QUEUE_LABEL = "kai.scheduler/queue"
 POD_GROUP_ANNOTATION = "pod-group-name"
+TOPOLOGY_NAME = "gpupoc"  # the Topology (kai.scheduler/v1alpha1) of the profile's levels
 FRACTION_ANNOTATION, MEMORY_ANNOTATION = "gpu-fraction", "gpu-memory"  # a share of one GPU (MiB for memory)
 GPU_GROUP_LABEL = "runai-gpu-group"  # the scheduler's group of fractional pods on one device
 RESERVATION_NAMESPACE = "kai-resource-reservation"  # the binder's reservation pods (its flag's default)
@@ -137,9 +138,7 @@ MONITORING = Monitoring((
 
 class KaiBackend(Capabilities):
     name = "kai"
-    lacking = {RETRY_POLICY: NO_RETRIES,
-               TOPOLOGY: "KAI's Topology CRD and its kai.scheduler/topology-required-placement annotation are not yet "
-                         "set up by gpupoc"}
+    lacking = {RETRY_POLICY: NO_RETRIES}
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
@@ -167,6 +166,9 @@ class KaiBackend(Capabilities):
         spec: dict[str, Any] = {"minMember": job.pods, "queue": queue}
         if job.priority_class:
             spec["priorityClassName"] = job.priority_class
+        if job.placement:  # the topology plugin, over the Topology gpupoc setup made (manifests/setup/kai.yaml.j2)
+            spec["topologyConstraint"] = {"topology": TOPOLOGY_NAME, (
+                "requiredTopologyLevel" if job.placement.required else "preferredTopologyLevel"): job.placement.level}
         group = {"apiVersion": API_VERSION, "kind": "PodGroup",
                  "metadata": {"name": job.name, "namespace": job.tenant.namespace, "labels": {QUEUE_LABEL: queue}},
                  "spec": spec}

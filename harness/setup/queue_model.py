@@ -46,8 +46,9 @@ def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]
                               gpu_resource=profile.gpu.resource)
             if profile.gpu.topology and nodes:
                 objects += hypernodes(profile.gpu.topology, nodes, labels)
-        elif name in QUEUE_TEMPLATES:
-            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels)
+        elif name == "kai":
+            objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
+                              topology=profile.gpu.topology)
     return objects
 
 

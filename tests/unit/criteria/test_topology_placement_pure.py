@@ -18,7 +18,7 @@ from harness.sim.nodes import LEAF, SPINE, node_manifest, topology_labels
 from harness.sim.config import GpuSpec
 
 DOMAIN_OF = {"n0": "leaf-0", "n1": "leaf-0", "n2": "leaf-1", "n3": "leaf-1"}
-TEAM = Tenant("team-a", "poc-team-a", "sa", 1.0, 8, {"kueue": "team-a", "volcano": "team-a"})
+TEAM = Tenant("team-a", "poc-team-a", "sa", 1.0, 8, {"kueue": "team-a", "volcano": "team-a", "kai": "team-a"})
 LEVELS = (SPINE, LEAF, "kubernetes.io/hostname")
 
 
@@ -89,6 +89,8 @@ def test_each_scheduler_is_asked_for_one_domain_in_its_own_words() -> None:
     assert volcano["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
     group, _ = backends.ALL["kube-gang"].manifests(job)
     assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": LEAF}]}
+    kai_group, *_ = backends.ALL["kai"].manifests(job)
+    assert kai_group["spec"]["topologyConstraint"] == {"topology": "gpupoc", "requiredTopologyLevel": LEAF}
     [plain] = backends.ALL["default"].manifests(job)  # the baseline: kube-scheduler is asked for nothing
     assert "networkTopology" not in plain["spec"] and not plain["spec"]["template"]["spec"].get("schedulingGroup")
 
@@ -103,3 +105,11 @@ def test_volcanos_hypernodes_are_the_leaves_of_the_nodes_labels_and_the_spine_ab
     assert found["gpupoc-spine-spine-0"] == {"tier": 2, "members": [
         {"type": "HyperNode", "selector": {"exactMatch": {"name": f"gpupoc-leaf-leaf-{i}"}}} for i in (0, 1)]}
     assert len(found) == 3
+
+
+def test_kueue_and_kai_get_a_topology_of_the_profiles_levels() -> None:
+    from harness.setup.queue_model import queue_model
+    profile = load_profile(REPO_ROOT / "profiles" / "sim.yaml")
+    made = {(o["apiVersion"], o["kind"]): o for o in queue_model(profile, ["kueue", "kai"])}
+    for api in ("kueue.x-k8s.io/v1beta2", "kai.scheduler/v1alpha1"):
+        assert [level["nodeLabel"] for level in made[(api, "Topology")]["spec"]["levels"]] == list(LEVELS)
