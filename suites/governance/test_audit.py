@@ -99,7 +99,8 @@ def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, s
         if entry is None or not right_user:
             missing += 1
         else:
-            skews.append(audit.skew_s(entry, obj.created_at))
+            skews.append(audit.submission_skew_s(obj, entry) if obj.group == AUDIT_GROUP
+                         else audit.skew_s(entry, obj.created_at))
         rows.append({"object": f"{obj.group + '/' if obj.group else ''}{obj.resource} {obj.namespace}/{obj.name}",
                      "created": obj.created_at.isoformat(), "submitted by": obj.submitter or "(runner)",
                      "audit: who": entry.user if entry else "—", "audit: verb": entry.verb if entry else "—",

@@ -35,6 +35,8 @@ class Submitted:
     name: str
     created_at: datetime
     submitter: str       # the username the API server saw (the impersonated one when impersonating), "" unknown
+    sent_at: datetime | None = None  # where the harness's clock is the creation's (a Slurm job): the request's send,
+    #                                  created_at its answer
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,14 @@ def skew_s(entry: Entry, created_at: datetime) -> float:
     created, ended = created_at.timestamp(), entry.at.timestamp()
     received = (entry.received or entry.at).timestamp()
     return round(max(0.0, received - (created + CREATION_RESOLUTION_S), created - ended), 6)
+
+
+def submission_skew_s(obj: Submitted, record: Entry) -> float:
+    """Pure: how far a scheduler's own record of a submission (a whole second: slurmdbd's) lies outside the harness's
+    request, from its send to its answer (a loaded slurmrestd answers seconds late: no disagreement)."""
+    request = Entry(record.user, record.verb, record.resource, record.group, record.namespace, record.name,
+                    obj.created_at, record.code, obj.sent_at)
+    return skew_s(request, record.at)
 
 
 def parse_entries(lines: Iterable[str]) -> list[Entry]:

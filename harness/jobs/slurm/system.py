@@ -387,13 +387,14 @@ class SlurmJobs:
         self.members(job.tenant.namespace)
         sent = job_submit_body(body, self.rest.version)
         self.samples.add(sent, f"slurmrestd POST job/submit as {job.tenant.identity}", kind="Slurm job")
+        sent_at = datetime.now(timezone.utc)
         answer = self.rest.request("POST", "job/submit", job.tenant.identity, sent)
         self._ids[job.name] = int(answer["job_id"])
         self._jobs[job.name] = job
         self._owners[job.name] = job.tenant.identity
         self._namespaces[int(answer["job_id"])] = job.tenant.namespace
         self.created.append(Submitted("jobs", AUDIT_GROUP, job.tenant.namespace, str(answer["job_id"]),
-                                      datetime.now(timezone.utc), job.tenant.identity))
+                                      datetime.now(timezone.utc), job.tenant.identity, sent_at))
 
     def delete(self, job: GangJob) -> None:
         job_id = self._ids.get(job.name)

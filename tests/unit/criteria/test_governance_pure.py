@@ -96,6 +96,17 @@ def test_the_audit_time_skew_is_the_creation_second_outside_the_request_in_fligh
     assert audit.skew_s(early, T0) == 3.0  # no received stamp: the response time alone
 
 
+def test_a_slurm_jobs_accounted_submission_second_within_a_slow_request_is_no_skew() -> None:
+    """slurmrestd answered 3.5 s after the harness sent the job (make poc run 17: a loaded host); slurmdbd's
+    submission second lies inside that request. A second before it was sent is off by the gap."""
+    from datetime import timedelta
+    sent, answered = T0, T0 + timedelta(seconds=3.5)
+    job = audit.Submitted("jobs", "slurm", "poc-team-a", "17", answered, "team-a", sent)
+    inside = audit.Entry("team-a", "submit", "jobs", "slurm", "poc-team-a", "17", T0 + timedelta(seconds=1), 0)
+    before = audit.Entry("team-a", "submit", "jobs", "slurm", "poc-team-a", "17", T0 - timedelta(seconds=3), 0)
+    assert audit.submission_skew_s(job, inside) == 0.0 and audit.submission_skew_s(job, before) == 2.0
+
+
 def test_cis_audit_findings_name_what_falls_short() -> None:
     rows = audit.cis_findings({"audit-log-path": "/var/log/audit.log", "audit-log-maxbackup": "1",
                                "audit-log-maxsize": "200"}, covers_workload_creates=False)
