@@ -83,6 +83,7 @@ class Topology:
 
     levels: tuple[str, ...]
     gang_level: str
+    node_labels: tuple[tuple[str, str], ...] = ()  # the nodes it covers (Kueue's topology flavor needs one label)
 
     def tier(self, level: str) -> int:
         """The level's tier counted up from the nodes (1: the switch above them), as Volcano's HyperNodes count; a
@@ -271,7 +272,7 @@ def _autoscaled(f: _Fields) -> AutoscaledPool | None:
 def _topology(f: _Fields) -> Topology | None:
     if not f.data:
         return None
-    f.only(("levels", "gang_level"))
+    f.only(("levels", "gang_level", "node_labels"))
     levels = f.get("levels", list)
     if not levels or not all(isinstance(level, str) and level for level in levels) or len(set(levels)) != len(levels):
         raise f.fail("levels", "must list node label keys, widest domain first (e.g. a spine's, a leaf's, "
@@ -279,7 +280,11 @@ def _topology(f: _Fields) -> Topology | None:
     gang_level = f.get("gang_level", str)
     if gang_level not in levels:
         raise f.fail("gang_level", f"must be one of the levels ({', '.join(levels)}), got {gang_level!r}")
-    return Topology(tuple(levels), gang_level)
+    selector = f.child("node_labels")
+    if not selector.data:
+        raise f.fail("node_labels", "must name a label of the GPU nodes the topology covers (e.g. "
+                     "nvidia.com/gpu.present: \"true\"): Kueue's topology flavor selects its nodes by it")
+    return Topology(tuple(levels), gang_level, tuple((k, selector.get(k, str)) for k in selector.data))
 
 
 def _scale(f: _Fields) -> ScaleSpec:

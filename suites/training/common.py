@@ -67,6 +67,27 @@ def wait_running_for_its_scheduler(api: Any, backend: Backend, jobs: list[GangJo
                           f"{backend.placed_by or backend.name} after {timeout_s:.0f}s: {', '.join(late)}")
 
 
+class Refusal:
+    """When the scheduler had refused a gang: every pod Unschedulable (its GangWatch), or, where a queue creates no pod
+    yet, the job held with the queue's reason while it has no pod (cleared when pods appear: a job that merely has
+    not made its pods yet is not refused)."""
+
+    def __init__(self, workloads: JobSystem, job: GangJob, watch: Any, jobs: Any, pods: Any) -> None:
+        self.workloads, self.job, self.watch, self.jobs, self.pods = workloads, job, watch, jobs, pods
+        self.held_since: float | None = None
+
+    def since(self) -> float | None:
+        status = self.workloads.status_of(self.job, self.jobs.objects)
+        held = status is not None and status.state == "queued" and bool(status.reason) and \
+            not any(belongs(p, self.job) for p in self.pods.objects.values())
+        if not held:
+            self.held_since = None
+        elif self.held_since is None:
+            self.held_since = time.time()
+        refused: float | None = self.watch.refused_since()
+        return refused if refused is not None else self.held_since
+
+
 def attach_timeline(evidence: Evidence, timeline: Timeline, start: float) -> None:
     """The timeline (seconds from the test's start) and the pods-over-time series drawn from it."""
     evidence.timeline = [{**row, "t": round(float(str(row["seen_at"])) - start, 3)} for row in timeline.as_rows()]

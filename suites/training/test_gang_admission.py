@@ -17,7 +17,7 @@ from harness.criteria.training.gang_admission import CRITERION, GangWatch
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
 from harness.jobs.system import JobSystem
-from suites.training.common import LONG_RUN_S, attach_timeline, belongs, bound_pods, gpu_nodes
+from suites.training.common import LONG_RUN_S, Refusal, attach_timeline, belongs, bound_pods, gpu_nodes
 
 REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles of Volcano, KAI and Slurm (1 s each) after every pod was refused
 
@@ -48,23 +48,15 @@ def test_gang_admission(backend: Backend, workloads: JobSystem, queue_model: Pro
     # pods are bound as there are free nodes (the most a partial placement can reach: watching longer shows no
     # more), or the scheduler has refused the gang (every pod Unschedulable; a queue that creates no pod yet: the
     # job held with the queue's reason) and REFUSAL_CONFIRM_S more show no binding (its next cycles decided alike).
-    jobs = workloads.jobs(owner.namespace)
-    job_refused: list[float] = []
-
-    def refused_since() -> float | None:
-        status = workloads.status_of(gang, jobs.objects)
-        if not job_refused and status is not None and status.state == "queued" and status.reason and \
-                not any(belongs(p, gang) for p in owner_pods.objects.values()):
-            job_refused.append(time.time())
-        return watch.refused_since() or (job_refused[0] if job_refused else None)
+    refusal = Refusal(workloads, gang, watch, workloads.jobs(owner.namespace), owner_pods)
 
     def seen_enough() -> bool:
-        refused = refused_since()
+        refused = refusal.since()
         return watch.partial_while_blocked() >= nodes - 1 or (
             refused is not None and time.time() - refused >= REFUSAL_CONFIRM_S)
     owner_pods.hold(profile.timeouts.observe, until=seen_enough, recheck_s=0.25)
     blocked_partial = watch.partial_while_blocked()
-    refused_at = refused_since()
+    refused_at = refusal.since()
     ev.note(f"watched the gang for {time.time() - submitted:.1f}s while it could not fit; " + (
         f"{blocked_partial} pods bound, as many as there are free nodes" if blocked_partial >= nodes - 1 else
         f"the scheduler refused it {refused_at - submitted:.1f}s after submission" if refused_at is not None else

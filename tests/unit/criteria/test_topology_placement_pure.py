@@ -63,12 +63,13 @@ def test_the_sims_nodes_sit_two_to_a_leaf_under_one_spine() -> None:
 
 def test_the_reference_profile_names_the_sims_levels_and_a_tier_for_volcano() -> None:
     topology = load_profile(REPO_ROOT / "profiles" / "sim.yaml").gpu.topology
-    assert topology == Topology(LEVELS, LEAF)
+    assert topology == Topology(LEVELS, LEAF, (("nvidia.com/gpu.present", "true"),))
     assert (topology.tier(LEAF), topology.tier(SPINE)) == (1, 2)
 
 
-@pytest.mark.parametrize("section, says", [({"levels": [], "gang_level": LEAF}, "levels"),
-                                           ({"levels": [SPINE, LEAF], "gang_level": "rack"}, "gang_level")])
+@pytest.mark.parametrize("section, says", [
+    ({"levels": [], "gang_level": LEAF}, "levels"), ({"levels": [SPINE, LEAF], "gang_level": "rack"}, "gang_level"),
+    ({"levels": [SPINE, LEAF], "gang_level": LEAF}, "node_labels")])
 def test_a_topology_the_profile_gets_wrong_is_a_one_line_error(tmp_path: Path, section: dict[str, Any],
                                                                says: str) -> None:
     import yaml
@@ -97,7 +98,7 @@ def test_each_scheduler_is_asked_for_one_domain_in_its_own_words() -> None:
 
 def test_volcanos_hypernodes_are_the_leaves_of_the_nodes_labels_and_the_spine_above_them() -> None:
     from harness.setup.topology import hypernodes
-    topology = Topology(LEVELS, LEAF)
+    topology = Topology(LEVELS, LEAF, (("nvidia.com/gpu.present", "true"),))
     nodes = [node_manifest(f"gpu-node-{i}", GpuSpec()) for i in range(4)]
     found = {h["metadata"]["name"]: h["spec"] for h in hypernodes(topology, nodes, {})}
     assert found["gpupoc-leaf-leaf-1"] == {"tier": 1, "members": [
