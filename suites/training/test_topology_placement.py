@@ -20,7 +20,8 @@ import pytest
 
 from harness.backends import Backend
 from harness.backends.base import TOPOLOGY
-from harness.config.profile import Profile
+from harness.cluster.tracker import Objects
+from harness.config.profile import HOSTNAME, Profile
 from harness.criteria.training.gang_admission import GangWatch
 from harness.criteria.training.topology_placement import CRITERION, NOT_CHECKED, PlacementWatch, members
 from harness.jobs.model import GangJob, Placement
@@ -30,7 +31,10 @@ from harness.targets.target import Target
 from suites.training.common import LONG_RUN_S, Refusal, attach_timeline, belongs, bound_pods, require
 
 REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles after every pod was refused (as gang admission)
-HOSTNAME = "kubernetes.io/hostname"
+
+
+def all_bound(jobs: list[GangJob]) -> Callable[[Objects], bool]:
+    return lambda objs: sum(bound_pods(objs, job) for job in jobs) == len(jobs)
 
 
 def test_topology_placement(backend: Backend, target: Target, workloads: JobSystem, queue_model: Profile,
@@ -70,10 +74,8 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
         workloads.submit(job)
     for tenant in {job.tenant.name: job.tenant for job in every_filler}.values():
         theirs = [job for job in every_filler if job.tenant == tenant]
-        workloads.members(tenant.namespace).wait_until(
-            f"{len(theirs)} fillers of {tenant.name} bound",
-            lambda objs, theirs=theirs: sum(bound_pods(objs, job) for job in theirs) == len(theirs),  # type: ignore[misc]
-            profile.timeouts.admit)
+        workloads.members(tenant.namespace).wait_until(f"{len(theirs)} fillers of {tenant.name} bound",
+                                                       all_bound(theirs), profile.timeouts.admit)
 
     domain_of = {node: domain for domain, nodes in domains.items() for node in nodes}
     placed, refusals = PlacementWatch(gang.pods, domain_of), GangWatch(gang.pods)
