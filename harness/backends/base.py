@@ -130,6 +130,7 @@ class Backend(Protocol):
     jobs_on_kubernetes: bool  # its jobs are Kubernetes objects (under the queue model the run applies)
     criteria: frozenset[str]  # the criteria it is measured on, where not all; the others SKIP with criteria_reason
     criteria_reason: str
+    preferred_topology: str  # how a gang may prefer one topology domain; "" where it cannot
 
     @property
     def controllers(self) -> Controllers | None:
@@ -250,6 +251,7 @@ class Capabilities:
     multicluster = ""  # how one of its queues spans clusters (Kueue: MultiKueue); "" for none
     jobs_on_kubernetes = True
     criteria: frozenset[str] = frozenset()  # the criteria it is measured on, where not all (why: criteria_reason)
+    preferred_topology = ""  # how a gang may prefer one topology domain (and take more when it must); "" none
     criteria_reason = ""
 
     def lacks(self, capability: str, target: Features) -> str | None:

@@ -139,6 +139,7 @@ MONITORING = Monitoring((
 class KaiBackend(Capabilities):
     name = "kai"
     lacking = {RETRY_POLICY: NO_RETRIES}
+    preferred_topology = "topologyConstraint.preferredTopologyLevel"
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")

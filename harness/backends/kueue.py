@@ -79,6 +79,7 @@ class KueueBackend(Capabilities):
     name = "kueue"
     placed_by = "kube-scheduler"  # Kueue admits; the cluster's scheduler places (the combined case's reference)
     multicluster = "MultiKueue"  # a manager's ClusterQueue dispatches to workers' (operations.multicluster)
+    preferred_topology = "kueue.x-k8s.io/podset-preferred-topology"
     lacking = {GPU_SHARING: "Kueue admits whole resources by quota and leaves placement to kube-scheduler: no fraction "
                             "of a device is assigned"}
     preemption = PREEMPTED_WORKLOADS

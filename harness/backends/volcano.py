@@ -52,6 +52,7 @@ MONITORING = Monitoring((
 
 class VolcanoBackend(Capabilities):
     name = "volcano"
+    preferred_topology = "networkTopology mode soft"
     lacking = {GPU_SHARING: "Volcano shares GPUs through its vGPU device plugin (volcano.sh/vgpu-number, vgpu-memory); "
                             "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin"}
     preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")

@@ -6,8 +6,12 @@ would hold it only split across domains: none of its pods may be bound, at any m
 the gang lands whole inside that domain within the threshold. kube-scheduler without a gang or topology (`default`)
 is the baseline expected to violate it: the record shows the domains its pods were split over.
 
-Not checked yet (issue 43): preferred placement on a prefilled cluster, fragmentation after a stream of small jobs,
-and a placed gang's lost node (criteria/training/topology_placement.py: NOT_CHECKED).
+Then the gang goes: its domain is whole again, the others still a node short. A second gang only prefers one domain;
+it must use the fewest domains the free nodes allow (one), as a scheduler that scores placements by topology does
+(Kueue's, Volcano's soft mode, KAI's); kube-scheduler has no such preference: not checked there.
+
+Not checked yet (issue 43): fragmentation after a stream of small jobs, and a placed gang's lost node
+(criteria/training/topology_placement.py: NOT_CHECKED).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from harness.backends.base import TOPOLOGY
 from harness.cluster.tracker import Objects
 from harness.config.profile import HOSTNAME, Profile
 from harness.criteria.training.gang_admission import GangWatch
-from harness.criteria.training.topology_placement import CRITERION, NOT_CHECKED, PlacementWatch, members
+from harness.criteria.training.topology_placement import (CRITERION, NOT_CHECKED, PlacementWatch, fewest_domains,
+                                                          members)
 from harness.jobs.model import GangJob, Placement
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
@@ -118,6 +123,32 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     ev.expect("max_domains_spanned", placed.max_spanned)
     ev.expect("max_pods_bound_while_no_domain_fits", placed.bound_while_blocked)
     ev.expect("placed_within_s", round(max(0.0, (placed.all_bound_at or freed_at) - freed_at), 3))
+
+    workloads.delete(gang)
+    owner_pods.wait_until("the first gang's pods gone", lambda objs: not any(belongs(p, gang) for p in objs.values()),
+                          profile.timeouts.delete)
+    if not backend.preferred_topology:
+        ev.not_checked("max_extra_domains", f"{backend.name}: a gang cannot prefer one domain and take more when it "
+                                            "must")
+    else:
+        free_now = {d: len(nodes) - (0 if d == freed_domain else len(fill[d])) for d, nodes in domains.items()}
+        fewest = fewest_domains(free_now, size)
+        preferring = GangJob(workloads.job_name("topo-prefer"), owner, pods=size, gpus_per_pod=per_node,
+                             run_for_s=LONG_RUN_S, placement=Placement(level, required=False, tier=placement.tier))
+        second = PlacementWatch(size, domain_of)
+        second.free_a_domain()
+
+        def observe_second(event: str, pod: dict[str, Any]) -> None:
+            if belongs(pod, preferring):
+                second.observe(event, pod, time.time())
+        owner_pods.on_event(observe_second)
+        workloads.submit(preferring)
+        owner_pods.wait_until(f"all {size} pods of the gang preferring one domain bound",
+                              lambda objs: second.all_bound_at is not None, profile.timeouts.admit)
+        ev.note(f"free nodes per domain before the gang preferring one ({backend.preferred_topology}): "
+                + ", ".join(f"{d}: {n}" for d, n in free_now.items()) + f"; the fewest domains that hold it: {fewest}; "
+                f"it used {', '.join(second.domains())}")
+        ev.expect("max_extra_domains", max(0, len(second.domains()) - fewest))
     ev.note("not checked yet: " + "; ".join(NOT_CHECKED))
     attach_timeline(ev, workloads.timeline, started)
     ev.verdict()

@@ -1,7 +1,8 @@
 """Large-scale training — topology placement: a gang that asks to stay within one domain of the profile's gang
 level (a leaf switch, an NVLink domain) has its pods in one domain at every moment; while no domain can hold it
 whole, none of its pods is bound (the cluster's free GPUs would hold it, split); once a domain frees, it lands whole
-inside it within the threshold."""
+inside it within the threshold. A gang that only prefers one domain, on a prefilled cluster, uses no more domains than
+the fewest its free nodes allow."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ CRITERION = register(Criterion(
                " domains"),
      Threshold("max_pods_bound_while_no_domain_fits", "pods bound while no domain could hold the whole gang (0)",
                AT_MOST, " pods"),
-     Threshold("placed_within_s", "seconds from a domain freeing to all pods bound inside it", AT_MOST, " s")),
+     Threshold("placed_within_s", "seconds from a domain freeing to all pods bound inside it", AT_MOST, " s"),
+     Threshold("max_extra_domains", "domains a gang preferring one used beyond the fewest its free nodes allowed (0)",
+               AT_MOST, " domains")),
     (Chart("pods", "pods over time", "pods"),)))
 
-NOT_CHECKED = ("preferred placement on a prefilled cluster (the fewest domains)", "fragmentation after a stream of "
-               "small jobs", "a placed gang's lost node replaced in its domain")
+NOT_CHECKED = ("fragmentation after a stream of small jobs", "a placed gang's lost node replaced in its domain")
 
 
 @dataclass
@@ -69,6 +71,16 @@ def domains_of(nodes: list[dict[str, Any]], level: str) -> dict[str, str]:
         if level in labels:
             found[node["metadata"]["name"]] = labels[level]
     return found
+
+
+def fewest_domains(free_nodes: dict[str, int], size: int) -> int:
+    """Pure: the fewest domains whose free nodes hold `size` pods of a whole node each (the fullest first)."""
+    held, used = 0, 0
+    for free in sorted(free_nodes.values(), reverse=True):
+        if held >= size:
+            break
+        held, used = held + free, used + 1
+    return used
 
 
 def members(domain_of: dict[str, str]) -> dict[str, list[str]]:

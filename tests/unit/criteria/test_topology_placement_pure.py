@@ -12,7 +12,7 @@ from harness import backends
 from harness.config.profile import Tenant, Topology, load_profile
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
-from harness.criteria.training.topology_placement import PlacementWatch, domains_of, members
+from harness.criteria.training.topology_placement import PlacementWatch, domains_of, fewest_domains, members
 from harness.jobs.model import GangJob, Placement
 from harness.sim.nodes import LEAF, SPINE, node_manifest, topology_labels
 from harness.sim.config import GpuSpec
@@ -114,3 +114,9 @@ def test_kueue_and_kai_get_a_topology_of_the_profiles_levels() -> None:
     made = {(o["apiVersion"], o["kind"]): o for o in queue_model(profile, ["kueue", "kai"])}
     for api in ("kueue.x-k8s.io/v1beta2", "kai.scheduler/v1alpha1"):
         assert [level["nodeLabel"] for level in made[(api, "Topology")]["spec"]["levels"]] == list(LEVELS)
+
+
+def test_the_fewest_domains_holding_a_gang_count_the_fullest_first() -> None:
+    assert fewest_domains({"leaf-0": 2, "leaf-1": 1}, 2) == 1
+    assert fewest_domains({"leaf-0": 1, "leaf-1": 1, "leaf-2": 1}, 2) == 2
+    assert fewest_domains({"a": 3, "b": 4}, 4) == 1 and fewest_domains({"a": 0}, 1) == 1  # never fits: all it has
