@@ -113,6 +113,9 @@ LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scena
 # The files whose tests take tests/heavy.py's `alone()` lock: one unit of work for pytest-xdist, so one worker runs
 # them one after another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04).
 HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/sim/test_real_nodes.py")
+# A long file of one test (kind: 264 s) is handed out last by xdist's order and ran on alone at the end (222 s after
+# the other workers were done, 2026-12-06): it goes with the file handed out first.
+RIDES_WITH = {"tests/kind/test_kind_here.py": "tests/suites/test_slurm.py"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -121,6 +124,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class HeavyFilesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist has no type hints
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
+            path = RIDES_WITH.get(path, path)
             return "heavy files" if path in HEAVY_FILES else path
 
     return HeavyFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
