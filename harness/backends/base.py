@@ -130,7 +130,8 @@ class Backend(Protocol):
     jobs_on_kubernetes: bool  # its jobs are Kubernetes objects (under the queue model the run applies)
     criteria: frozenset[str]  # the criteria it is measured on, where not all; the others SKIP with criteria_reason
     criteria_reason: str
-    preferred_topology: str  # how a gang may prefer one topology domain; "" where it cannot
+    preferred_topology: str  # how a gang may prefer one topology domain; "" where it cannot (or is not checked)
+    preferred_topology_unchecked: str
 
     @property
     def controllers(self) -> Controllers | None:
@@ -252,6 +253,7 @@ class Capabilities:
     jobs_on_kubernetes = True
     criteria: frozenset[str] = frozenset()  # the criteria it is measured on, where not all (why: criteria_reason)
     preferred_topology = ""  # how a gang may prefer one topology domain (and take more when it must); "" none
+    preferred_topology_unchecked = "a gang cannot prefer one domain and take more when it must"  # why not, where ""
     criteria_reason = ""
 
     def lacks(self, capability: str, target: Features) -> str | None:
