@@ -24,6 +24,7 @@ from harness.core.objects import created_at
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import Attempt
+from harness.criteria.training.topology_placement import domains_of
 from harness.cluster.seam import service_account_user
 from harness.config.profile import Tenant
 from harness.cluster.inventory import KWOK_ANNOTATION
@@ -206,8 +207,8 @@ class Workloads:
         return sum(1 for n in self._nodes() if int((n.status.allocatable or {}).get(resource, "0")) >= per_node)
 
     def node_domains(self, resource: str, per_node: int, level: str) -> dict[str, str]:
-        return {n.metadata.name: n.metadata.labels[level] for n in self._nodes()
-                if level in (n.metadata.labels or {}) and int((n.status.allocatable or {}).get(resource, "0")) >= per_node}
+        whole = [n for n in self._nodes() if int((n.status.allocatable or {}).get(resource, "0")) >= per_node]
+        return domains_of(self.api.sanitize_for_serialization(whole), level)
 
     def node_names(self) -> list[str]:
         """The nodes the profile's pods may land on (its node selector)."""
