@@ -30,9 +30,12 @@ build: install
 	$(GPUPOC) sim build --with kai --with karpenter --with helm --with actionlint --with real-nodes --with upgrade \
 		--with kind
 
+# make test, poc and kind each take the whole host; a second one waits for the first (sim/one-run.sh).
+ONE_RUN := bash sim/one-run.sh
+
 # The main job: every suite on every backend on the sim, the acceptance record, outcomes vs suites/expected.yaml.
 poc: build
-	PYTHON=$(PYTHON) bash sim/poc.sh
+	PYTHON=$(PYTHON) $(ONE_RUN) bash sim/poc.sh
 
 # The project's tests: unit tests and the integration tests, their files shared out among TEST_WORKERS pytest-xdist
 # workers, each worker with a sim of its own (tests/conftest.py); TEST_WORKERS=0 runs them one after another. Three
@@ -41,12 +44,12 @@ poc: build
 # sims and the multi-cluster workers' "too many open files") and loaded the scale smoke run past its rate (2026-12-05).
 TEST_WORKERS ?= 3
 test: build
-	$(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
+	$(ONE_RUN) $(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
 
 # kind on this machine, as a user runs gpupoc against a cluster (kind/here.sh: the node image built here, the
 # schedulers from their charts, Prometheus as a pod, podman inside a network namespace of gpupoc's own).
 kind: build
-	PYTHON=$(PYTHON) bash kind/here.sh poc
+	PYTHON=$(PYTHON) $(ONE_RUN) bash kind/here.sh poc
 
 unit: install
 	$(PYTHON) -m pytest tests/unit

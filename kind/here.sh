@@ -189,7 +189,8 @@ install_volcano() {
 
 # Prometheus (kind/monitoring.yaml) and kube-state-metrics (its own examples/standard), then the host's
 # 127.0.0.1:$PROMETHEUS_PORT forwarded to Prometheus' NodePort on the control-plane node.
-PROMETHEUS_PORT=${GPUPOC_KIND_PROMETHEUS_PORT:-39090}
+# Below the ephemeral ports (32768-60999 here), where an outgoing connection can hold it (CI, 2026-12-06: 39090 in use).
+PROMETHEUS_PORT=${GPUPOC_KIND_PROMETHEUS_PORT:-19090}
 install_monitoring_here() {
     local ksm config node_ip
     ksm=$(go env GOMODCACHE)/k8s.io/kube-state-metrics/v2@$(pin kube-state-metrics)/examples/standard

@@ -195,10 +195,8 @@ def teardown(state: dict[str, Any], components: dict[str, Any], say: Say) -> lis
             os.kill(pid, signal.SIGKILL)
             say(f"  {node['name']}: killed a stray shim (pid {pid})")
         refused += unmount_all(Path(node["root"]))
-    for mount_ns in state.get("mount_namespaces", []):  # the node's mounts go with the last of its processes
-        refused += unmount_all(Path(mount_ns))
-    if state.get("mount_namespaces"):
-        refused += unmount_all(Path(state["mount_namespaces"][0]).parent)
+    if state.get("mount_namespaces"):  # a node's mounts go with the last of its processes; its file with the holder
+        refused += unmount_all(Path(state["mount_namespaces"][0]).parent)  # (deepest first: the files, then it)
     if state.get("cgroup_parent"):
         refused += remove_cgroups(state["cgroup_parent"])
     restore_sysctls(state.get("sysctls", {}))
