@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import (TOPOLOGY, UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
+from harness.backends.base import (UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
                                    PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SAMPLE,
                                    SERVED_MODEL, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring,
                                    PreemptionCounter, WaitHistogram)
@@ -42,17 +42,26 @@ def site_site() -> SlurmSite | None:
         if not path.is_file():
             raise ConfigError(f"no Slurm token for user {user}: put it in {path} ({TOKENS_ENV})")
         return path.read_text().strip()
+    topology = os.environ.get(jobs_api.TOPOLOGY_ENV)
+
+    def topology_conf() -> str:
+        try:
+            return Path(str(topology)).read_text()
+        except OSError as e:
+            raise ConfigError(f"{jobs_api.TOPOLOGY_ENV}: cannot read the site's topology.conf: {e}") from e
     return jobs_api.SlurmSite(url.rstrip("/"), token_for, os.environ.get("GPUPOC_SLURM_PARTITION", "gpu"),
                      admin_user=os.environ.get("GPUPOC_SLURM_READER", "root"),
+                     topology=topology_conf if topology else None,
                      api=os.environ.get(slurm_api.API_ENV, ""))
 
 
 class SlurmBackend(Capabilities):
     name = "slurm"
     jobs_on_kubernetes = False
-    lacking = {TOPOLOGY: "Slurm's topology/tree (topology.conf from the profile's levels, --switches) is not set up by "
-                         "gpupoc yet",
-               UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
+    # topology/tree: a required placement is --switches=1 (one leaf switch; topology.conf's, the sim's written from
+    # the profile's shape); a preferred one asks for nothing, as the plugin takes the fewest leaf switches anyway
+    preferred_topology = "topology/tree's selection (no --switches)"
+    lacking = {UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
                         "harness does not replace them",
                SERVING: NOT_KUBERNETES, SERVED_MODEL: NOT_KUBERNETES,
                GPU_SHARING: "Slurm shares a GPU through GRES shards or MPS (gres/shard, gres/mps) in its own "

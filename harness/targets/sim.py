@@ -86,7 +86,7 @@ def slurm_site(api_host: str) -> SlurmSite | None:
                      _slurm.PARTITION, gpu_type=_gpu_type_of(slurm_lay.conf),
                      fail_node=lambda node, reason: _slurm.fail_node(slurm_lay, node, reason),
                      end_jobs=_slurm.end_jobs, usage_from_zero=slurm_ranking_from_zero,
-                     apply_model=slurm_apply_reference_model)
+                     apply_model=slurm_apply_reference_model, topology=lambda: _slurm.topology_conf_of(slurm_lay))
 
 
 def slurm_ranking_from_zero(accounts: list[str]) -> float:

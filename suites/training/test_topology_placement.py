@@ -8,11 +8,15 @@ is the baseline expected to violate it: the record shows the domains its pods we
 
 Then the gang goes: its domain is whole again, the others still a node short. A second gang only prefers one domain;
 it must use the fewest domains the free nodes allow (one), as a scheduler that places a whole gang by topology does
-(Kueue's, KAI's); kube-scheduler has no such preference, and Volcano's soft mode places task by task (the leaves it
-uses vary from run to run): not checked there.
+(Kueue's, KAI's, Slurm's topology/tree); kube-scheduler has no such preference, and Volcano's soft mode places task by
+task (the leaves it uses vary from run to run): not checked there. On Slurm a domain is a leaf switch of
+topology.conf, and a required placement is `--switches=1`.
 
-Not checked yet (issue 43): fragmentation after a stream of small jobs, and a placed gang's lost node
-(criteria/training/topology_placement.py: NOT_CHECKED).
+Then the cluster is emptied, and small jobs worth one domain's GPUs arrive one after another: they must touch no more
+domains than the fewest that hold them, so the other domains stay whole for the next gang (a placement that spreads
+over nodes, kube-scheduler's default scoring, breaks every domain).
+
+Not checked yet (issue 43): a placed gang's lost node (criteria/training/topology_placement.py: NOT_CHECKED).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from harness.cluster.tracker import Objects
 from harness.config.profile import HOSTNAME, Profile
 from harness.criteria.training.gang_admission import GangWatch
 from harness.criteria.training.topology_placement import (CRITERION, NOT_CHECKED, PlacementWatch, fewest_domains,
-                                                          members)
+                                                          fragmentation, members)
 from harness.jobs.model import GangJob, Placement
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
@@ -149,6 +153,47 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
                 + ", ".join(f"{d}: {n}" for d, n in free_now.items()) + f"; the fewest domains that hold it: {fewest}; "
                 f"it used {', '.join(second.domains())}")
         ev.expect("max_extra_domains", max(0, len(second.domains()) - fewest))
+        workloads.delete(preferring)
+    for job in [job for domain, jobs in fillers.items() if domain != freed_domain for job in jobs]:
+        workloads.delete(job)
+    for tenant in (owner, lender):
+        workloads.members(tenant.namespace).wait_until(
+            f"{tenant.name}'s pods of the case gone", lambda objs: not any(
+                belongs(p, job) for job in every_filler + [gang] for p in objs.values()), profile.timeouts.delete)
+    small_jobs_stream(workloads, profile, backend, ev, domains, placement)
     ev.note("not checked yet: " + "; ".join(NOT_CHECKED))
     attach_timeline(ev, workloads.timeline, started)
     ev.verdict()
+
+
+def small_jobs_stream(workloads: JobSystem, profile: Profile, backend: Backend, ev: Evidence,
+                      domains: dict[str, list[str]], placement: Placement) -> None:
+    """(d) On the emptied cluster, small jobs worth the smallest domain's GPUs, one after another (each bound before
+    the next): a placement that keeps the next gang in mind packs them into the fewest domains and leaves the others
+    whole. They prefer one domain where the backend can say so, as a topology-aware cluster's jobs do."""
+    per_node, owner = profile.gpu.per_node, profile.tenants[0]
+    small = max(1, per_node // 2)
+    count = min(len(nodes) for nodes in domains.values()) * per_node // small
+    prefer = Placement(placement.level, required=False, tier=placement.tier) if backend.preferred_topology else None
+    pods = workloads.members(owner.namespace)
+    stream = [GangJob(workloads.job_name(f"topo-small-{i}"), owner, pods=1, gpus_per_pod=small, run_for_s=LONG_RUN_S,
+                      placement=prefer) for i in range(count)]
+    for job in stream:
+        workloads.submit(job)
+        pods.wait_until(f"small job {job.name} bound", all_bound([job]), profile.timeouts.admit)
+    used: dict[str, int] = {}
+    for pod in pods.objects.values():
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and any(belongs(pod, job) for job in stream):
+            used[node] = used.get(node, 0) + small
+    found = fragmentation(used, domains, per_node)
+    ev.tables["the small jobs' GPUs on each node, by domain"] = [
+        {"domain": domain, "node": node, "GPUs held": used.get(node, 0)}
+        for domain, nodes in domains.items() for node in nodes]
+    ev.note(f"{count} small jobs of {small} GPUs, one after another" + (f", each preferring one {placement.level}"
+            if prefer else "") + f": they touched {', '.join(found.touched)} (the fewest that hold them: "
+            f"{found.fewest}); {len(found.wholly_free)} of {len(domains)} domains still wholly free; the largest gang "
+            f"one domain can still take: {found.largest_gang_nodes} whole nodes")
+    ev.expect("max_extra_domains_fragmented", found.extra_domains)
+    for job in stream:
+        workloads.delete(job)

@@ -28,7 +28,7 @@ from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant,
 # Fairness on Slurm lasts four ranking periods and a wait for a ranking (about 5 minutes): its PASS is `make poc`'s;
 # here, its FAIL on equal shares
 CASES = ("test_gang_admission.py", "test_priority_preemption.py", "test_queue_wait.py",
-         "test_failure_recovery.py", "test_control_plane_recovery.py")
+         "test_failure_recovery.py", "test_control_plane_recovery.py", "test_topology_placement.py")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,8 @@ def test_the_training_cases_run_on_slurm_through_slurmrestd(tmp_path: Path, slur
         f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     passed = {c for c, _, o in outcomes if o == "PASS"}
     assert {"training.gang_admission", "training.priority_preemption", "training.queue_wait",
-            "training.failure_recovery", "training.control_plane_recovery"} <= passed, outcomes
+            "training.failure_recovery", "training.control_plane_recovery", "training.topology_placement"} <= passed, \
+        outcomes
     wait = next(r for r in record.results if r.criterion == "training.queue_wait")
     cross_checks = [c for c in wait.evidence[0]["checks"] if c["name"].startswith("metric_tolerance_s")]
     assert cross_checks and not any(c["not_checked"] for c in cross_checks), "the sim's exporter's histogram"
@@ -189,6 +190,30 @@ def test_control_plane_recovery_fails_on_slurm_when_slurmctld_restarts_without_i
     fails_on_slurm("suites/training/test_control_plane_recovery.py",
                    "training.control_plane_recovery [slurm]: measured resume_within_s: nothing measured",
                    "max_jobs_lost: 3", args=(f"--profile={profile_variant(tmp_path, short_admission)}",))
+
+
+@pytest.fixture()
+def slurmctld_without_topology_tree(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    """slurmctld restarted with topology/none (topology.conf still there, the harness reads the leaves from it): a
+    job's --switches=1 names switches it does not know. Afterwards the reference configuration, restarted."""
+    reference = slurm.conf.read_text()
+    assert "TopologyPlugin=topology/tree" in reference
+    slurm.conf.write_text(reference.replace("TopologyPlugin=topology/tree", "TopologyPlugin=topology/none"))
+    cluster.restart_component("slurmctld", say=lambda _: None)
+    try:
+        yield
+    finally:
+        slurm.conf.write_text(reference)
+        cluster.restart_component("slurmctld", say=lambda _: None)
+        sim_slurm.cancel_all(slurm)
+
+
+def test_topology_placement_fails_on_slurm_when_slurmctld_runs_without_topology_tree(
+        slurmctld_without_topology_tree: None) -> None:
+    """Every leaf a node short of the gang: without the tree, Slurm starts it on the two free nodes, one under each
+    leaf."""
+    fails_on_slurm("suites/training/test_topology_placement.py",
+                   "training.topology_placement [slurm]: measured max_domains_spanned: 2")
 
 
 def test_quota_fails_on_slurm_when_the_account_has_no_gpu_limit(

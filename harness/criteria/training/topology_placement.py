@@ -2,7 +2,8 @@
 level (a leaf switch, an NVLink domain) has its pods in one domain at every moment; while no domain can hold it
 whole, none of its pods is bound (the cluster's free GPUs would hold it, split); once a domain frees, it lands whole
 inside it within the threshold. A gang that only prefers one domain, on a prefilled cluster, uses no more domains than
-the fewest its free nodes allow."""
+the fewest its free nodes allow. A stream of small jobs, worth one domain's GPUs, leaves the other domains whole for
+the next gang: it touches no more domains than the fewest that hold it."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ CRITERION = register(Criterion(
                AT_MOST, " pods"),
      Threshold("placed_within_s", "seconds from a domain freeing to all pods bound inside it", AT_MOST, " s"),
      Threshold("max_extra_domains", "domains a gang preferring one used beyond the fewest its free nodes allowed (0)",
-               AT_MOST, " domains")),
+               AT_MOST, " domains"),
+     Threshold("max_extra_domains_fragmented", "domains a stream of small jobs touched beyond the fewest that hold "
+               "their GPUs (0: the other domains stay whole for a gang)", AT_MOST, " domains")),
     (Chart("pods", "pods over time", "pods"),)))
 
-NOT_CHECKED = ("fragmentation after a stream of small jobs", "a placed gang's lost node replaced in its domain")
+NOT_CHECKED = ("a placed gang's lost node replaced in its domain",)
 
 
 @dataclass
@@ -74,7 +77,8 @@ def domains_of(nodes: list[dict[str, Any]], level: str) -> dict[str, str]:
 
 
 def fewest_domains(free_nodes: dict[str, int], size: int) -> int:
-    """Pure: the fewest domains whose free nodes hold `size` pods of a whole node each (the fullest first)."""
+    """Pure: the fewest domains whose free nodes hold `size` pods of a whole node each (the fullest first); as well,
+    the fewest whose free GPUs hold `size` GPUs."""
     held, used = 0, 0
     for free in sorted(free_nodes.values(), reverse=True):
         if held >= size:
@@ -89,3 +93,28 @@ def members(domain_of: dict[str, str]) -> dict[str, list[str]]:
     for node, domain in sorted(domain_of.items()):
         found.setdefault(domain, []).append(node)
     return found
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """Where a stream of small jobs left the cluster: the domains they touched, the domains still wholly free, and
+    the largest gang of whole nodes one domain can still take."""
+
+    touched: tuple[str, ...]
+    wholly_free: tuple[str, ...]
+    largest_gang_nodes: int
+    fewest: int  # the fewest domains that hold the stream's GPUs
+
+    @property
+    def extra_domains(self) -> int:
+        return max(0, len(self.touched) - self.fewest)
+
+
+def fragmentation(used_gpus: dict[str, int], domains: dict[str, list[str]], per_node: int) -> Fragmentation:
+    """Pure: `used_gpus` node -> GPUs the small jobs hold there; `domains` domain -> its nodes."""
+    busy = {node for node, gpus in used_gpus.items() if gpus > 0}
+    touched = tuple(sorted(d for d, nodes in domains.items() if busy & set(nodes)))
+    return Fragmentation(
+        touched, tuple(sorted(d for d in domains if d not in touched)),
+        max((sum(1 for n in nodes if n not in busy) for nodes in domains.values()), default=0),
+        fewest_domains({d: len(nodes) * per_node for d, nodes in domains.items()}, sum(used_gpus.values())))

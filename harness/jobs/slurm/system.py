@@ -32,7 +32,7 @@ from harness.criteria.governance.audit import Entry, Submitted
 from harness.criteria.governance.cost_attribution import Held
 from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, Attempt
 from harness.core.errors import ConfigError, HarnessError, Refused
-from harness.config.profile import Tenant
+from harness.config.profile import HOSTNAME, Tenant
 from harness.core.samples import Samples
 from harness.jobs.slurm.api import LEGACY, chosen, job_description, job_submit_body, legacy_answer
 from harness.core.timeline import Timeline, running_intervals
@@ -55,6 +55,10 @@ FAIL_EXIT = 42  # what a batch script exits with when failed on purpose
 GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
 AUDIT_GROUP = "slurm"  # a Slurm job in the audit: its record is slurmdbd's, not the API server's audit log
 NO_REQUEUE_ENV = "GPUPOC_SLURM_NO_REQUEUE"  # a deliberate misconfiguration: jobs submitted without requeue
+TOPOLOGY_ENV = "GPUPOC_SLURM_TOPOLOGY"  # a site's topology.conf (a copy), where its leaf switches are read
+# A required placement (--switches=1@<this>) waits for one leaf switch this long at most; the site's
+# SchedulerParameters=max_switch_wait caps it (300 s by default), and past it slurmctld places the job split.
+REQUIRED_SWITCH_WAIT_S = 3600
 # job_state -> the harness's states (a requeued job waits again: preempted, or held for a failed node)
 STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
           "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
@@ -85,6 +89,31 @@ def _at(epoch: Any) -> datetime | None:
 def _iso(epoch: Any) -> str | None:
     found = _at(epoch)
     return found.isoformat().replace("+00:00", "Z") if found else None
+
+
+def leaf_switches(topology_conf: str) -> dict[str, str]:
+    """Each node's leaf switch, from topology.conf's text (topology/tree: a switch that lists Nodes= is a leaf)."""
+    found: dict[str, str] = {}
+    for line in topology_conf.splitlines():
+        fields = dict(part.split("=", 1) for part in line.split("#", 1)[0].split() if "=" in part)
+        if "SwitchName" in fields and "Nodes" in fields:
+            found.update({node: fields["SwitchName"] for node in expand_hostlist(fields["Nodes"])})
+    return found
+
+
+def placed_as(job: GangJob) -> dict[str, Any]:
+    """Where the job's nodes may be, as slurmrestd's job description says it: a node named by its hostname
+    selector (required_nodes), one leaf switch for a required placement (--switches=1@wait). A preferred placement
+    asks for nothing: topology/tree's own selection already takes the fewest leaf switches that hold the job."""
+    where: dict[str, Any] = {}
+    selector = dict(job.node_selector)
+    if node := selector.pop(HOSTNAME, None):
+        where["required_nodes"] = [node]
+    if selector:
+        raise HarnessError(f"{job.name}: Slurm places a job by node name only, not by {', '.join(selector)}")
+    if job.placement is not None and job.placement.required:
+        where.update(required_switches=1, wait_for_switch=REQUIRED_SWITCH_WAIT_S)
+    return where
 
 
 def job_object(job: dict[str, Any], namespace: str, version: str = LEGACY) -> dict[str, Any]:
@@ -195,6 +224,7 @@ class SlurmSite:
     usage_from_zero: Callable[[list[str]], float] | None = None
     # (rows, cluster GPUs): accounts, users and QOS applied with sacctmgr as the Slurm administrator (the sim's)
     apply_model: Callable[[list[dict[str, Any]], int], None] | None = None
+    topology: Callable[[], str] | None = None  # topology.conf's text, where topology/tree places jobs
     api: str = ""  # the openapi version to speak (GPUPOC_SLURM_API); '' the newest both it and the harness speak
 
 
@@ -374,7 +404,7 @@ class SlurmJobs:
         body = {"script": batch_script(job), "job": {
             "name": job.name, "account": account, "partition": self.rest.site.partition,
             **({"array": f"0-{job.pods - 1}", "nodes": 1, "tasks": 1} if self.gang_as_array and job.pods > 1 else
-               {"nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1}), "gres": gres,
+               {"nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1}), "gres": gres, **placed_as(job),
             "time_limit": max(1, int(job.run_for_s // 60) + 2),
             # requeued when preempted or when its node fails: the job's retry policy (off: NODE_FAIL ends it).
             # v0.0.38 reads "requeue": false as true, so a job that must not be requeued leaves it to the site's
@@ -522,7 +552,12 @@ class SlurmJobs:
                    and self.rest.site.partition in (node.get("partitions") or [self.rest.site.partition]))
 
     def node_domains(self, resource: str, per_node: int, level: str) -> dict[str, str]:
-        return {}  # Slurm's switches are its topology.conf, not node labels (TOPOLOGY: not set up yet)
+        """The GPU nodes' leaf switches (topology.conf's; a required placement asks for one): the profile's gang
+        level is taken to be Slurm's leaf switches. None without a topology.conf."""
+        text = self.rest.site.topology() if self.rest.site.topology else ""
+        switches = leaf_switches(text)
+        return {str(node["name"]): switches[str(node["name"])] for node in self.rest.nodes()
+                if str(node.get("name")) in switches and gres_count(str(node.get("gres", ""))) >= per_node}
 
     # teardown
     def close(self) -> list[str]:

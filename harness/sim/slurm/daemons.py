@@ -29,6 +29,7 @@ from typing import Any
 from harness.core.errors import ConfigError, HarnessError, SimError
 from harness.cluster.wait import poll
 from harness.sim.components import Component, Layout
+from harness.sim.nodes import LEAF, SPINE, topology_labels
 
 CLUSTER = "gpupoc"
 PARTITION = "gpu"
@@ -193,7 +194,9 @@ def slurm_conf(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, gpu_t
         "PreemptMode=REQUEUE",
         "JobRequeue=0",  # requeued only when a job asks (slurmrestd v0.0.38 cannot say requeue=false)
         "SchedulerType=sched/backfill",
-        "SchedulerParameters=sched_interval=1,bf_interval=1",
+        # a required placement waits up to an hour for one leaf switch (the harness asks that; 300 s by default)
+        "SchedulerParameters=sched_interval=1,bf_interval=1,max_switch_wait=3600",
+        "TopologyPlugin=topology/tree",  # topology.conf: the nodes' leaf and spine labels
         "MinJobAge=600",  # finished jobs stay in slurmctld's view (and slurmrestd's) for 10 minutes
         f"PrivateData={PRIVATE_DATA}",  # a tenant sees its own jobs, usage and associations only
         "ReturnToService=2",  # a failed node (fail_node) whose slurmd answers is back at once
@@ -203,6 +206,30 @@ def slurm_conf(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, gpu_t
         f"TRESBillingWeights=GRES/gpu=1",
         "",
     ])
+
+
+def topology_conf(nodes: int) -> str:
+    """topology/tree's switches: each node under the leaf and spine its kwok twin is labelled with
+    (harness/sim/nodes.py), so a Slurm leaf switch is the profile's leaf domain; spines under one root."""
+    leaves: dict[str, list[str]] = {}
+    spines: dict[str, list[str]] = {}
+    for name in node_names(nodes):
+        labels = topology_labels(name)
+        leaves.setdefault(labels[LEAF], []).append(name)
+        if labels[LEAF] not in spines.setdefault(labels[SPINE], []):
+            spines[labels[SPINE]].append(labels[LEAF])
+    lines = [f"SwitchName={leaf} Nodes={','.join(names)}" for leaf, names in leaves.items()]
+    lines += [f"SwitchName={spine} Switches={','.join(under)}" for spine, under in spines.items()]
+    if len(spines) > 1:
+        lines.append(f"SwitchName=core Switches={','.join(spines)}")
+    return "# gpupoc sim: topology/tree from the nodes' topology labels (written by `gpupoc sim up`)\n" + \
+        "\n".join(lines) + "\n"
+
+
+def topology_conf_of(lay: SlurmLayout) -> str:
+    """The sim's topology.conf as slurmctld read it ('' before `sim up` wrote one)."""
+    path = lay.etc / "topology.conf"
+    return path.read_text() if path.is_file() else ""
 
 
 def gres_conf(lay: SlurmLayout, nodes: int, gpus: int, gpu_type: str) -> str:
@@ -266,6 +293,7 @@ def prepare(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, product:
             device.symlink_to("/dev/null")
     lay.conf.write_text(slurm_conf(lay, ports, nodes, gpus, gpu_type))
     (lay.etc / "gres.conf").write_text(gres_conf(lay, nodes, gpus, gpu_type))
+    (lay.etc / "topology.conf").write_text(topology_conf(nodes))
     (lay.etc / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")  # v1's init does nothing: no systemd here
     password = secrets.token_hex(16)
     dbd = lay.etc / "slurmdbd.conf"

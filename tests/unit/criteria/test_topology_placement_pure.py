@@ -12,7 +12,8 @@ from harness import backends
 from harness.config.profile import Tenant, Topology, load_profile
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
-from harness.criteria.training.topology_placement import PlacementWatch, domains_of, fewest_domains, members
+from harness.criteria.training.topology_placement import (PlacementWatch, domains_of, fewest_domains, fragmentation,
+                                                          members)
 from harness.jobs.model import GangJob, Placement
 from harness.sim.nodes import LEAF, SPINE, node_manifest, topology_labels
 from harness.sim.config import GpuSpec
@@ -120,3 +121,14 @@ def test_the_fewest_domains_holding_a_gang_count_the_fullest_first() -> None:
     assert fewest_domains({"leaf-0": 2, "leaf-1": 1}, 2) == 1
     assert fewest_domains({"leaf-0": 1, "leaf-1": 1, "leaf-2": 1}, 2) == 2
     assert fewest_domains({"a": 3, "b": 4}, 4) == 1 and fewest_domains({"a": 0}, 1) == 1  # never fits: all it has
+
+
+def test_small_jobs_packed_into_one_leaf_leave_the_other_whole_and_spread_ones_break_both() -> None:
+    domains = {"leaf-0": ["n0", "n1"], "leaf-1": ["n2", "n3"]}
+    packed = fragmentation({"n0": 8, "n1": 8}, domains, 8)
+    assert (packed.touched, packed.wholly_free, packed.largest_gang_nodes, packed.extra_domains) == \
+        (("leaf-0",), ("leaf-1",), 2, 0)
+    spread = fragmentation({"n0": 4, "n1": 4, "n2": 4, "n3": 4}, domains, 8)  # kube-scheduler's least allocated
+    assert (spread.wholly_free, spread.largest_gang_nodes, spread.fewest, spread.extra_domains) == ((), 0, 1, 1)
+    one_node_each = fragmentation({"n1": 8, "n2": 8}, domains, 8)  # packed by node, not by domain
+    assert (one_node_each.largest_gang_nodes, one_node_each.extra_domains) == (1, 1)

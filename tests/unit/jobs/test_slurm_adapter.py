@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.jobs.model import FAILED, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
 from harness.sim.slurm import daemons as sim_slurm
 from harness.sim.components import Layout
 from harness.core.errors import HarnessError
-from harness.jobs.slurm.system import (PollSource, expand_hostlist, gres_count, job_object, member_objects, merged,
-                                       status_of)
+from harness.jobs.model import GangJob, Placement
+from harness.jobs.slurm.system import (REQUIRED_SWITCH_WAIT_S, PollSource, expand_hostlist, gres_count, job_object,
+                                       leaf_switches, member_objects, merged, placed_as, status_of)
+from harness.config.profile import HOSTNAME, Tenant
 
 # as GET /slurm/v0.0.38/jobs answered for a 2-node gang (fields trimmed to those read)
 RUNNING_JOB = {"job_id": 7, "name": "gang-ab12c", "account": "team-a", "user_name": "team-a-submitter",
@@ -64,6 +68,28 @@ def test_the_sims_config_names_gpus_with_device_files_and_the_profiles_model(tmp
     assert f"AccountingStoragePass={lay.munge_socket}" in conf  # clients reach slurmdbd through it
     gres = sim_slurm.gres_conf(lay, 4, 8, "h100")
     assert "Name=gpu Type=h100 File=" in gres and "nvidia[0-7]" in gres  # a GPU without File= is dropped
+
+
+def test_the_sims_switches_are_its_nodes_topology_labels_and_read_back_as_leaves() -> None:
+    conf = sim_slurm.topology_conf(4)
+    assert "SwitchName=leaf-1 Nodes=gpu-node-2,gpu-node-3" in conf and "SwitchName=spine-0 Switches=leaf-0,leaf-1" in conf
+    assert leaf_switches(conf) == {"gpu-node-0": "leaf-0", "gpu-node-1": "leaf-0", "gpu-node-2": "leaf-1",
+                                   "gpu-node-3": "leaf-1"}
+    assert "SwitchName=core Switches=spine-0,spine-1,spine-2" in sim_slurm.topology_conf(9)  # one root over spines
+    # a site's file: hostlists and comments as Slurm writes them
+    assert leaf_switches("# racks\nSwitchName=s0 Nodes=n[01-02] LinkSpeed=100\nSwitchName=top Switches=s0\n") == \
+        {"n01": "s0", "n02": "s0"}
+
+
+def test_a_required_placement_asks_one_leaf_switch_and_a_node_selector_names_the_node() -> None:
+    tenant = Tenant("team-a", "poc-team-a", "team-a-submitter", 1.0, 8, {"slurm": "team-a"})
+    gang = GangJob("gang", tenant, pods=2, gpus_per_pod=8, placement=Placement("leaf", required=True))
+    assert placed_as(gang) == {"required_switches": 1, "wait_for_switch": REQUIRED_SWITCH_WAIT_S}
+    assert placed_as(GangJob("soft", tenant, 2, 8, placement=Placement("leaf", required=False))) == {}
+    assert placed_as(GangJob("filler", tenant, 1, 8, node_selector={HOSTNAME: "gpu-node-1"})) == \
+        {"required_nodes": ["gpu-node-1"]}
+    with pytest.raises(HarnessError, match="by node name only"):
+        placed_as(GangJob("zoned", tenant, 1, 8, node_selector={"zone": "a"}))
 
 
 def test_the_reference_model_follows_the_profile() -> None:
