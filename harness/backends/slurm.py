@@ -58,9 +58,9 @@ def site_site() -> SlurmSite | None:
 class SlurmBackend(Capabilities):
     name = "slurm"
     jobs_on_kubernetes = False
-    # topology/tree: a required placement is --switches=1 (one leaf switch; topology.conf's, the sim's written from
-    # the profile's shape); a preferred one asks for nothing, as the plugin takes the fewest leaf switches anyway
-    preferred_topology = "topology/tree's selection (no --switches)"
+    # a required placement is a matching OR over the nodes' leaf features (harness/jobs/slurm/system.py placed_as); a
+    # preferred one asks for nothing: topology/tree takes the fewest leaf switches anyway
+    preferred_topology = "topology/tree's selection, asked nothing"
     lacking = {UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
                         "harness does not replace them",
                SERVING: NOT_KUBERNETES, SERVED_MODEL: NOT_KUBERNETES,

@@ -193,25 +193,23 @@ def test_control_plane_recovery_fails_on_slurm_when_slurmctld_restarts_without_i
 
 
 @pytest.fixture()
-def slurmctld_without_topology_tree(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
-    """slurmctld restarted with topology/none (topology.conf still there, the harness reads the leaves from it): a
-    job's --switches=1 names switches it does not know. Afterwards the reference configuration, restarted."""
-    reference = slurm.conf.read_text()
-    assert "TopologyPlugin=topology/tree" in reference
-    slurm.conf.write_text(reference.replace("TopologyPlugin=topology/tree", "TopologyPlugin=topology/none"))
-    cluster.restart_component("slurmctld", say=lambda _: None)
+def every_node_under_one_leaf(slurm: sim_slurm.SlurmLayout) -> Iterator[None]:
+    """Every node's feature names the first leaf switch (a site whose node features do not follow its switches):
+    topology.conf, which the harness reads the domains from, is unchanged. Afterwards each node's own leaf again."""
+    leaves = sim_slurm.leaf_features(slurm)
+    first = sorted(set(leaves.values()))[0]
+    sim_slurm.set_features(slurm, {node: first for node in leaves})
     try:
         yield
     finally:
-        slurm.conf.write_text(reference)
-        cluster.restart_component("slurmctld", say=lambda _: None)
+        sim_slurm.set_features(slurm, leaves)
         sim_slurm.cancel_all(slurm)
 
 
-def test_topology_placement_fails_on_slurm_when_slurmctld_runs_without_topology_tree(
-        slurmctld_without_topology_tree: None) -> None:
-    """Every leaf a node short of the gang: without the tree, Slurm starts it on the two free nodes, one under each
-    leaf."""
+def test_topology_placement_fails_on_slurm_when_the_nodes_features_do_not_follow_the_switches(
+        every_node_under_one_leaf: None) -> None:
+    """Every leaf a node short of the gang: `--constraint=[leaf-0|leaf-1]` holds on any two nodes, and Slurm starts
+    the gang on the two free ones, one under each leaf switch."""
     fails_on_slurm("suites/training/test_topology_placement.py",
                    "training.topology_placement [slurm]: measured max_domains_spanned: 2")
 

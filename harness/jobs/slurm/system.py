@@ -56,9 +56,6 @@ GANG_AS_ARRAY_ENV = "GPUPOC_SLURM_GANG_AS_ARRAY"
 AUDIT_GROUP = "slurm"  # a Slurm job in the audit: its record is slurmdbd's, not the API server's audit log
 NO_REQUEUE_ENV = "GPUPOC_SLURM_NO_REQUEUE"  # a deliberate misconfiguration: jobs submitted without requeue
 TOPOLOGY_ENV = "GPUPOC_SLURM_TOPOLOGY"  # a site's topology.conf (a copy), where its leaf switches are read
-# A required placement (--switches=1@<this>) waits for one leaf switch this long at most; the site's
-# SchedulerParameters=max_switch_wait caps it (300 s by default), and past it slurmctld places the job split.
-REQUIRED_SWITCH_WAIT_S = 3600
 # job_state -> the harness's states (a requeued job waits again: preempted, or held for a failed node)
 STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
           "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
@@ -101,18 +98,24 @@ def leaf_switches(topology_conf: str) -> dict[str, str]:
     return found
 
 
-def placed_as(job: GangJob) -> dict[str, Any]:
-    """Where the job's nodes may be, as slurmrestd's job description says it: a node named by its hostname
-    selector (required_nodes), one leaf switch for a required placement (--switches=1@wait). A preferred placement
-    asks for nothing: topology/tree's own selection already takes the fewest leaf switches that hold the job."""
+def placed_as(job: GangJob, nodes: Callable[[], list[str]], leaves: Callable[[], list[str]]) -> dict[str, Any]:
+    """Where the job's nodes may be, as slurmrestd's job description says it (v0.0.38 refuses required_nodes and
+    required_switches: "Disabled key"):
+    - the node its hostname selector names: every other node of `nodes()` excluded;
+    - a required placement: all its nodes under one leaf switch, as Slurm's matching OR over node features,
+      `--constraint=[leaf-0|leaf-1|...]`, each node carrying its leaf switch's name as a feature.
+    A preferred placement asks for nothing: topology/tree's own selection takes the fewest leaf switches anyway."""
     where: dict[str, Any] = {}
     selector = dict(job.node_selector)
     if node := selector.pop(HOSTNAME, None):
-        where["required_nodes"] = [node]
+        where["exclude_nodes"] = ",".join(other for other in nodes() if other != node)
     if selector:
         raise HarnessError(f"{job.name}: Slurm places a job by node name only, not by {', '.join(selector)}")
     if job.placement is not None and job.placement.required:
-        where.update(required_switches=1, wait_for_switch=REQUIRED_SWITCH_WAIT_S)
+        names = leaves()
+        if not names:
+            raise HarnessError(f"{job.name}: a placement within one leaf switch, but no topology.conf names a leaf")
+        where["constraints"] = f"[{'|'.join(names)}]"
     return where
 
 
@@ -404,7 +407,9 @@ class SlurmJobs:
         body = {"script": batch_script(job), "job": {
             "name": job.name, "account": account, "partition": self.rest.site.partition,
             **({"array": f"0-{job.pods - 1}", "nodes": 1, "tasks": 1} if self.gang_as_array and job.pods > 1 else
-               {"nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1}), "gres": gres, **placed_as(job),
+               {"nodes": job.pods, "tasks": job.pods, "tasks_per_node": 1}), "gres": gres,
+               **placed_as(job, lambda: [str(n["name"]) for n in self.rest.nodes()],
+                           lambda: sorted(set(leaf_switches(self._topology()).values()))),
             "time_limit": max(1, int(job.run_for_s // 60) + 2),
             # requeued when preempted or when its node fails: the job's retry policy (off: NODE_FAIL ends it).
             # v0.0.38 reads "requeue": false as true, so a job that must not be requeued leaves it to the site's
@@ -527,6 +532,9 @@ class SlurmJobs:
                                  start, end))
         return held
 
+    def _topology(self) -> str:
+        return self.rest.site.topology() if self.rest.site.topology else ""
+
     def _account(self, tenant: Tenant) -> str:
         """The account a tenant's job names: its own queue for slurm (a job naming another's), else the profile's."""
         return tenant.queues.get("slurm") or self.accounts.get(tenant.name, "")
@@ -554,8 +562,7 @@ class SlurmJobs:
     def node_domains(self, resource: str, per_node: int, level: str) -> dict[str, str]:
         """The GPU nodes' leaf switches (topology.conf's; a required placement asks for one): the profile's gang
         level is taken to be Slurm's leaf switches. None without a topology.conf."""
-        text = self.rest.site.topology() if self.rest.site.topology else ""
-        switches = leaf_switches(text)
+        switches = leaf_switches(self._topology())
         return {str(node["name"]): switches[str(node["name"])] for node in self.rest.nodes()
                 if str(node.get("name")) in switches and gres_count(str(node.get("gres", ""))) >= per_node}
 

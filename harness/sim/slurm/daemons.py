@@ -149,7 +149,8 @@ def gres_type(product: str) -> str:
 def slurm_conf(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, gpu_type: str) -> str:
     names = node_names(nodes)
     node_lines = [f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports.slurmd(i)} CPUs=32 "
-                  f"RealMemory=256000 Gres=gpu:{gpu_type}:{gpus} State=UNKNOWN" for i, name in enumerate(names)]
+                  f"RealMemory=256000 Gres=gpu:{gpu_type}:{gpus} Features={topology_labels(name)[LEAF]} State=UNKNOWN"
+                  for i, name in enumerate(names)]  # its leaf switch as a feature: a job kept within one asks for it
     state, logs = lay.state, lay.sim.logs
     return "\n".join([
         "# gpupoc sim: a real Slurm on 127.0.0.1 (written by `gpupoc sim up`)",
@@ -194,8 +195,7 @@ def slurm_conf(lay: SlurmLayout, ports: SlurmPorts, nodes: int, gpus: int, gpu_t
         "PreemptMode=REQUEUE",
         "JobRequeue=0",  # requeued only when a job asks (slurmrestd v0.0.38 cannot say requeue=false)
         "SchedulerType=sched/backfill",
-        # a required placement waits up to an hour for one leaf switch (the harness asks that; 300 s by default)
-        "SchedulerParameters=sched_interval=1,bf_interval=1,max_switch_wait=3600",
+        "SchedulerParameters=sched_interval=1,bf_interval=1",
         "TopologyPlugin=topology/tree",  # topology.conf: the nodes' leaf and spine labels
         "MinJobAge=600",  # finished jobs stay in slurmctld's view (and slurmrestd's) for 10 minutes
         f"PrivateData={PRIVATE_DATA}",  # a tenant sees its own jobs, usage and associations only
@@ -224,6 +224,18 @@ def topology_conf(nodes: int) -> str:
         lines.append(f"SwitchName=core Switches={','.join(spines)}")
     return "# gpupoc sim: topology/tree from the nodes' topology labels (written by `gpupoc sim up`)\n" + \
         "\n".join(lines) + "\n"
+
+
+def leaf_features(lay: SlurmLayout) -> dict[str, str]:
+    """Each node's feature as slurm.conf gives it (its leaf switch)."""
+    return dict(re.findall(r"^NodeName=(\S+) .*\bFeatures=(\S+)", lay.conf.read_text(), re.MULTILINE))
+
+
+def set_features(lay: SlurmLayout, features: dict[str, str]) -> None:
+    """Nodes' features changed in the running slurmctld (scontrol update; slurm.conf unchanged)."""
+    for node, feature in features.items():
+        subprocess.run(["scontrol", "update", f"NodeName={node}", f"AvailableFeatures={feature}",
+                        f"ActiveFeatures={feature}"], env=lay.env(), check=True, capture_output=True, timeout=30)
 
 
 def topology_conf_of(lay: SlurmLayout) -> str:

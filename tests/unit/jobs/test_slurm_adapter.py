@@ -11,7 +11,7 @@ from harness.sim.slurm import daemons as sim_slurm
 from harness.sim.components import Layout
 from harness.core.errors import HarnessError
 from harness.jobs.model import GangJob, Placement
-from harness.jobs.slurm.system import (REQUIRED_SWITCH_WAIT_S, PollSource, expand_hostlist, gres_count, job_object,
+from harness.jobs.slurm.system import (PollSource, expand_hostlist, gres_count, job_object,
                                        leaf_switches, member_objects, merged, placed_as, status_of)
 from harness.config.profile import HOSTNAME, Tenant
 
@@ -64,6 +64,7 @@ def test_the_sims_config_names_gpus_with_device_files_and_the_profiles_model(tmp
     lay, ports = sim_slurm.SlurmLayout(Layout(tmp_path)), sim_slurm.SlurmPorts(29000)
     conf = sim_slurm.slurm_conf(lay, ports, 4, 8, sim_slurm.gres_type("NVIDIA-H100-80GB-HBM3"))
     assert "NodeName=gpu-node-3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=29713" in conf
+    assert "Gres=gpu:h100:8 Features=leaf-1 State=UNKNOWN" in conf and "TopologyPlugin=topology/tree" in conf
     assert "Gres=gpu:h100:8" in conf and "PreemptType=preempt/qos" in conf and "PriorityCalcPeriod=1" in conf
     assert f"AccountingStoragePass={lay.munge_socket}" in conf  # clients reach slurmdbd through it
     gres = sim_slurm.gres_conf(lay, 4, 8, "h100")
@@ -81,15 +82,18 @@ def test_the_sims_switches_are_its_nodes_topology_labels_and_read_back_as_leaves
         {"n01": "s0", "n02": "s0"}
 
 
-def test_a_required_placement_asks_one_leaf_switch_and_a_node_selector_names_the_node() -> None:
+def test_a_required_placement_asks_one_leaf_switchs_feature_and_a_node_selector_excludes_the_others() -> None:
     tenant = Tenant("team-a", "poc-team-a", "team-a-submitter", 1.0, 8, {"slurm": "team-a"})
     gang = GangJob("gang", tenant, pods=2, gpus_per_pod=8, placement=Placement("leaf", required=True))
-    assert placed_as(gang) == {"required_switches": 1, "wait_for_switch": REQUIRED_SWITCH_WAIT_S}
-    assert placed_as(GangJob("soft", tenant, 2, 8, placement=Placement("leaf", required=False))) == {}
-    assert placed_as(GangJob("filler", tenant, 1, 8, node_selector={HOSTNAME: "gpu-node-1"})) == \
-        {"required_nodes": ["gpu-node-1"]}
+    nodes, leaves = ["gpu-node-0", "gpu-node-1", "gpu-node-2"].copy, ["leaf-0", "leaf-1"].copy
+    assert placed_as(gang, nodes, leaves) == {"constraints": "[leaf-0|leaf-1]"}  # matching OR: one of them for all
+    assert placed_as(GangJob("soft", tenant, 2, 8, placement=Placement("leaf", required=False)), nodes, leaves) == {}
+    assert placed_as(GangJob("filler", tenant, 1, 8, node_selector={HOSTNAME: "gpu-node-1"}), nodes, leaves) == \
+        {"exclude_nodes": "gpu-node-0,gpu-node-2"}
     with pytest.raises(HarnessError, match="by node name only"):
-        placed_as(GangJob("zoned", tenant, 1, 8, node_selector={"zone": "a"}))
+        placed_as(GangJob("zoned", tenant, 1, 8, node_selector={"zone": "a"}), nodes, leaves)
+    with pytest.raises(HarnessError, match="no topology.conf names a leaf"):
+        placed_as(gang, nodes, list)
 
 
 def test_the_reference_model_follows_the_profile() -> None:
