@@ -43,7 +43,8 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    kind: str = "exact"    # exact (not pooled) | percentile | binomial | duration | ratio | quotient | of:<statistic>
+    # exact (not pooled) | percentile | binomial | duration | ratio | quotient | of:<statistic> | groups:<statistic>
+    kind: str = "exact"
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
     q: float = 0.0         # the percentile (percentile); trials (binomial); samples before (ratio)
     spread: float = 0.0                   # resolution + lag of one duration (duration)
@@ -235,17 +236,38 @@ def quotient(numerator: Estimate, denominator: Estimate, how: str) -> Estimate:
                     spread=max(value - low, high - value))
 
 
-def resampled(whole: float, groups: dict[str, list[float]], statistic: Callable[[dict[str, float]], float],
-              how: str, confidence: float = CONFIDENCE) -> Estimate:
-    """A value computed from groups' totals (each tenant's GPU-seconds, summed over its jobs), with the interval of a
-    stratified bootstrap: each group's items resampled within it, the statistic of the resampled totals."""
+# Statistics of groups' totals against the groups' weights (a fairness index of tenants' GPU-seconds against their
+# configured shares), by name: registered by the criteria that use them, so a pooled estimate can be made again
+GROUPED: dict[str, Callable[[dict[str, float], dict[str, float]], float]] = {}
+
+
+def grouped(statistic: str, groups: dict[str, list[float]], weights: dict[str, float], how: str,
+            confidence: float = CONFIDENCE) -> Estimate:
+    """GROUPED[statistic] of the groups' totals (each tenant's GPU-seconds, summed over its jobs) against their
+    weights, with the interval of a stratified bootstrap: each group's items resampled within it. It keeps the items,
+    so a later run's join their groups (`pool`: the statistic over both runs' windows)."""
+    function, names = GROUPED[statistic], list(weights)
+    items = [list(groups.get(name, [])) for name in names]
+    whole = function({n: sum(v) for n, v in zip(names, items)}, weights)
     draw = random.Random(BOOTSTRAP_SEED)
-    items = sum(len(v) for v in groups.values())
-    values = sorted(statistic({g: sum(draw.choices(v, k=len(v))) if v else 0.0 for g, v in groups.items()})
-                    for _ in range(draws_for(items)))
+    values = sorted(function({n: sum(draw.choices(v, k=len(v))) if v else 0.0 for n, v in zip(names, items)}, weights)
+                    for _ in range(draws_for(sum(len(v) for v in items))))
     tail = (1 - confidence) / 2
     low, high = values[int(tail * (len(values) - 1))], values[int(math.ceil((1 - tail) * (len(values) - 1)))]
-    return Estimate(whole, min(low, whole), max(high, whole), how, "exact")
+    kept_items = tuple(x for name, v in zip(names, items) for x in (weights[name], float(len(v)), *v))
+    return Estimate(whole, min(low, whole), max(high, whole), how, f"groups:{statistic}", kept_items)
+
+
+def groups_of(samples: Sequence[float]) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Pure: a grouped estimate's kept items back as (groups, weights), the groups named by their order."""
+    groups: dict[str, list[float]] = {}
+    weights: dict[str, float] = {}
+    at = 0
+    while at + 1 < len(samples):
+        name, count = str(len(groups)), int(samples[at + 1])
+        weights[name], groups[name] = samples[at], list(samples[at + 2:at + 2 + count])
+        at += 2 + count
+    return groups, weights
 
 
 def pool(before: Estimate, now: Estimate) -> Estimate:
@@ -262,6 +284,13 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
         split_before, split_now = int(before.q), int(now.q)
         pooled = ratio_of_medians(before.samples[:split_before] + now.samples[:split_now],
                                   before.samples[split_before:] + now.samples[split_now:])
+    elif now.kind.startswith("groups:") and now.kind[7:] in GROUPED:
+        (before_groups, weights), (now_groups, now_weights) = groups_of(before.samples), groups_of(now.samples)
+        if weights != now_weights:
+            return replace(now, runs=runs)
+        joined = {g: before_groups[g] + now_groups[g] for g in weights}
+        pooled = grouped(now.kind[7:], joined, weights, f"{now.kind[7:]} over the runs' windows, 95 % bootstrap over "
+                         f"the jobs of each group ({', '.join(str(len(v)) for v in joined.values())})")
     elif now.kind == "binomial":
         pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
                         int(before.q + now.q))

@@ -64,7 +64,7 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
     volcano = next(r for r in record.results if r.criterion == "training.topology_placement" and r.backend == "volcano")
     assert {c["name"] for c in volcano.evidence[0]["checks"] if c["verdict"] == "FAIL"} == \
         {"max_extra_domains_fragmented"}, volcano.message
-    assert ("training.gang_admission", "kube-gang") in ran  # default's FAIL: test_training_sensitivity.py
+    assert ("training.gang_admission", "kube-gang") in ran  # default's FAIL: tests/record/test_record.py
     if cluster.component_running("kai-scheduler"):
         assert ("training.gang_admission", "kai") in ran
     wait = next(r for r in record.results if r.criterion == "training.queue_wait" and r.backend == "kueue")

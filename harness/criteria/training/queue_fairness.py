@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.core.estimate import Estimate, duration, percentile, quotient, resampled
+from harness.core.estimate import GROUPED, Estimate, duration, grouped, percentile, quotient
 from harness.criteria import AT_LEAST, AT_MOST, Chart, Criterion, Threshold, register
 
 CRITERION = register(Criterion(
@@ -78,15 +78,14 @@ def with_interval(intervals: list[Interval], window: tuple[float, float], expect
     """Pure: `index` (jain_index, max_deviation) of the tenants' shares over the whole window, with its interval from
     a bootstrap over the jobs each tenant ran in it (stratified: each tenant's own jobs resampled, its count kept;
     a job cut by the window's ends weighs what it held inside it)."""
-    names = list(expected)
     inside = [iv for iv in intervals if iv.end > window[0] and iv.start < window[1]]
-    whole = index(shares(gpu_seconds(inside, window), names), expected)
-    held: dict[str, list[float]] = {t: [] for t in names}
+    held: dict[str, list[float]] = {t: [] for t in expected}
     for tenant, seconds in ((iv.tenant, gpu_seconds([iv], window).get(iv.tenant, 0.0)) for iv in inside):
-        held.setdefault(tenant, []).append(seconds)
-    return resampled(whole, held, lambda totals: index(shares(totals, names), expected),
-                     f"{index.__name__} over the window, 95 % bootstrap over the jobs of each tenant "
-                     f"({', '.join(f'{t} {len(v)}' for t, v in held.items())})").rounded(4)
+        if tenant in held:
+            held[tenant].append(seconds)
+    return grouped(index.__name__, held, expected,
+                   f"{index.__name__} over the window, 95 % bootstrap over the jobs of each tenant "
+                   f"({', '.join(f'{t} {len(v)}' for t, v in held.items())})").rounded(4)
 
 
 def contended_window(pending_since: dict[str, float], drained_at: dict[str, float]) -> tuple[float, float]:
@@ -136,3 +135,13 @@ def share_series(intervals: list[Interval], window: tuple[float, float], tenants
             series[x].append((t - window[0], in_use[x] / whole if whole else 0.0))
         t += step_s
     return series
+
+
+def over_shares(index: Callable[[dict[str, float], dict[str, float]], float]
+                ) -> Callable[[dict[str, float], dict[str, float]], float]:
+    """`index` of the tenants' shares of their GPU-seconds totals against the configured shares."""
+    return lambda totals, configured: index(shares(totals, list(configured)), configured)
+
+
+# by name, so an estimate pooled over repeated runs is made again from them (core.estimate.pool)
+GROUPED.update({index.__name__: over_shares(index) for index in (jain_index, max_deviation)})

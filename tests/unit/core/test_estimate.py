@@ -146,3 +146,22 @@ def test_a_record_keeps_what_pools_repeated_runs_into_one_interval() -> None:
     said = pooled_verdict([back, second], 9.5, "<=")
     assert said.startswith(", pooled [") and said.endswith(": PASS"), said
     assert pooled_verdict([back, None], 9.5, "<=") == ""
+
+
+def test_a_fairness_index_pooled_over_repeated_runs_joins_their_jobs_and_narrows() -> None:
+    """Each run's jobs join their tenant's group (the index over both windows): a straddling interval narrows."""
+    from harness.criteria.training.queue_fairness import Interval, jain_index, with_interval
+    configured = {"team-a": 0.75, "team-b": 0.25}
+    runs = []
+    for shift in (0.0, 1.0, 2.0):  # team-b's jobs of uneven lengths: a wide interval from one window
+        jobs = [Interval("team-a", i * 2.0, i * 2.0 + 6 + shift, 4) for i in range(12)]
+        jobs += [Interval("team-b", i * 6.0, i * 6.0 + (1 + (i % 3) * 4), 4) for i in range(4)]
+        runs.append(with_interval(jobs, (0.0, 24.0), configured, jain_index))
+    one, pooled = runs[0], est.pool(est.pool(runs[0], runs[1]), runs[2])
+    assert one.kind == "groups:jain_index" and pooled.runs == 3
+    assert pooled.width < one.width and pooled.low > one.low
+    assert "over the runs' windows" in pooled.how
+    # kept in a record and read back, it pools the same (a case repeated in a later process)
+    check = {"measured": one.value, "low": one.low, "high": one.high, "how": one.how, "pool": est.kept(one), "runs": 1}
+    again = est.from_record(check)
+    assert again is not None and est.pool(again, runs[1]) == est.pool(one, runs[1])
