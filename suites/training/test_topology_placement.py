@@ -41,6 +41,7 @@ from harness.targets.target import Target
 from suites.training.common import LONG_RUN_S, Refusal, attach_timeline, belongs, bound_pods, require
 
 REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles after every pod was refused (as gang admission)
+SMALL_JOB_GPUS = 1  # (d): one GPU each, so a placement blind to domains cannot pack them by chance
 
 
 def all_bound(jobs: list[GangJob]) -> Callable[[Objects], bool]:
@@ -132,6 +133,7 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     workloads.delete(gang)
     owner_pods.wait_until("the first gang's pods gone", lambda objs: not any(belongs(p, gang) for p in objs.values()),
                           profile.timeouts.delete)
+    ended = list(every_filler)
     if not backend.preferred_topology:
         ev.not_checked("max_extra_domains", f"{backend.name}: {backend.preferred_topology_unchecked}")
     else:
@@ -154,12 +156,13 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
                 f"it used {', '.join(second.domains())}")
         ev.expect("max_extra_domains", max(0, len(second.domains()) - fewest))
         workloads.delete(preferring)
+        ended.append(preferring)
     for job in [job for domain, jobs in fillers.items() if domain != freed_domain for job in jobs]:
         workloads.delete(job)
-    for tenant in (owner, lender):
+    for tenant in (owner, lender):  # the small jobs start on an empty cluster
         workloads.members(tenant.namespace).wait_until(
             f"{tenant.name}'s pods of the case gone", lambda objs: not any(
-                belongs(p, job) for job in every_filler + [gang] for p in objs.values()), profile.timeouts.delete)
+                belongs(p, job) for job in ended for p in objs.values()), profile.timeouts.delete)
     small_jobs_stream(workloads, profile, backend, ev, domains, placement)
     ev.note("not checked yet: " + "; ".join(NOT_CHECKED))
     attach_timeline(ev, workloads.timeline, started)
@@ -174,12 +177,11 @@ def small_jobs_stream(workloads: JobSystem, profile: Profile, backend: Backend, 
     so the verdict does not vary: a placement blind to domains that picks among fitting nodes at random keeps 16 of
     them under one leaf of two 8-GPU nodes about once in 30,000 runs."""
     per_node, owner = profile.gpu.per_node, profile.tenants[0]
-    small = 1
-    count = min(len(nodes) for nodes in domains.values()) * per_node
+    count = min(len(nodes) for nodes in domains.values()) * per_node // SMALL_JOB_GPUS
     prefer = Placement(placement.level, required=False, tier=placement.tier) if backend.preferred_topology else None
     pods = workloads.members(owner.namespace)
-    stream = [GangJob(workloads.job_name(f"topo-small-{i}"), owner, pods=1, gpus_per_pod=small, run_for_s=LONG_RUN_S,
-                      placement=prefer) for i in range(count)]
+    stream = [GangJob(workloads.job_name(f"topo-small-{i}"), owner, pods=1, gpus_per_pod=SMALL_JOB_GPUS,
+                      run_for_s=LONG_RUN_S, placement=prefer) for i in range(count)]
     for job in stream:
         workloads.submit(job)
     pods.wait_until(f"the {count} small jobs bound", all_bound(stream), profile.timeouts.admit)
@@ -187,15 +189,16 @@ def small_jobs_stream(workloads: JobSystem, profile: Profile, backend: Backend, 
     for pod in pods.objects.values():
         node = (pod.get("spec") or {}).get("nodeName")
         if node and any(belongs(pod, job) for job in stream):
-            used[node] = used.get(node, 0) + small
+            used[node] = used.get(node, 0) + SMALL_JOB_GPUS
     found = fragmentation(used, domains, per_node)
     ev.tables["the small jobs' GPUs on each node, by domain"] = [
         {"domain": domain, "node": node, "GPUs held": used.get(node, 0)}
         for domain, nodes in domains.items() for node in nodes]
-    ev.note(f"{count} small jobs of {small} GPU, submitted one after another" + (
-            f", each preferring one {placement.level}" if prefer else "") + f": they touched {', '.join(found.touched)} (the fewest that hold them: "
-            f"{found.fewest}); {len(found.wholly_free)} of {len(domains)} domains still wholly free; the largest gang "
-            f"one domain can still take: {found.largest_gang_nodes} whole nodes")
+    preferring = f", each preferring one {placement.level}" if prefer else ""
+    ev.note(f"{count} small jobs of {SMALL_JOB_GPUS} GPU, submitted one after another{preferring}: they touched "
+            f"{', '.join(found.touched)} (the fewest that hold them: {found.fewest}); {len(found.wholly_free)} of "
+            f"{len(domains)} domains still wholly free; the largest gang one domain can still take: "
+            f"{found.largest_gang_nodes} whole nodes")
     ev.expect("max_extra_domains_fragmented", found.extra_domains)
     for job in stream:
         workloads.delete(job)
