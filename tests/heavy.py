@@ -1,9 +1,9 @@
 """Host load between the xdist workers of `make test`: what one test measures must not move past a threshold
 because another worker's test loads the same 2 cores.
 
-- `alone()`: the few heavy tests (the training scenarios, the real nodes' cases) never overlap each other: one lock
-  file. Measured: with the real-node sim's cases beside it, Volcano's admission p95 at smoke size went from under
-  60 s to 75-80 s.
+- `alone()`: the few heavy tests (the training scenarios, the real nodes' cases, the scale smoke run) never overlap
+  each other: one lock file. Measured: with the real-node sim's cases beside it, Volcano's admission p95 at smoke
+  size went from under 60 s to 75-80 s, and beside the real nodes' bring-up to 92 s at 4.5 jobs/s (CI, 2026-12-06).
 - `quiet` (a pytest mark): the test runs with the other workers idle. Every test holds a shared lock while it runs
   (`sharing_the_host`, from tests/conftest.py); a quiet test waits for the other workers' running tests to end, holds
   its next one back, and runs alone on the host; a quiet test right after it keeps the host (tests/conftest.py). A
