@@ -148,8 +148,8 @@ def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | Non
     """The runner's role for ServiceAccount `account` (NAMESPACE/NAME): cluster-wide reads, one Role per tenant
     namespace (its runs' objects, impersonating exactly its identities, listing its Secrets to redact their
     values; creating the jobs too where the profile submits as the runner), the run lock's Lease, the bindings;
-    with `destructive` (the backends' controller Deployments), scaling them (control-plane recovery on a real
-    cluster)."""
+    with `destructive` (the backends' controller Deployments, none on the sim), scaling them (control-plane recovery
+    on a real cluster) and tainting a node (topology placement's lost node)."""
     sa_namespace, sa_name = account.split("/", 1)
     common = {"RUNNER_NAMESPACE": sa_namespace, "RUNNER_NAME": sa_name}
     docs = _load(CLUSTER_FILE, common)
@@ -173,7 +173,9 @@ def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | Non
         deployments = sorted(set(destructive))
         for doc in _load(DESTRUCTIVE_FILE, common):
             if doc["kind"] == "ClusterRole":
-                doc["rules"] = [{**rule, "resourceNames": deployments} for rule in doc.get("rules") or []]
+                # no Deployment named (the sim's controllers are processes): no rule for them, never all of them
+                doc["rules"] = [{**rule, "resourceNames": deployments} if "resourceNames" in rule else rule
+                                for rule in doc.get("rules") or [] if deployments or "resourceNames" not in rule]
             docs.append(doc)
     return docs
 

@@ -50,6 +50,10 @@ LOG_BYTES = 4096
 NAME_TAG_LEN = 5
 
 
+# A lost node: the NoExecute taint a node controller puts on an unreachable node, under gpupoc's key, so that no
+# default toleration (300 s for node.kubernetes.io/unreachable) delays the eviction
+LOST_NODE_TAINT = "gpupoc.io/lost-node"
+
 UIDS_PER_SELECTOR = 100  # the owned objects of a test's jobs are looked for this many at a time
 
 
@@ -77,6 +81,7 @@ class Workloads:
     _members: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)  # (ns, job) -> pods
     samples: Samples = field(default_factory=Samples)  # what it submitted, one per shape, for the record
     _refusal_checked: float = float("-inf")  # when refused() last read the platform's facts
+    _lost: list[str] = field(default_factory=list)  # nodes lose_node tainted and nothing has restored yet
     _attempt: int = field(default=1, init=False)
 
     @property
@@ -201,6 +206,26 @@ class Workloads:
 
     def member_log(self, member: dict[str, Any], container: str, previous: bool = False) -> str:
         return container_log(client.CoreV1Api(self.api), member, container, MEMBER_LOG_LINES, previous)
+
+    def lose_node(self, node: str) -> str:
+        """The node's pods are evicted by the cluster's own taint eviction, and nothing new is scheduled there."""
+        self._set_lost_taint(node, lost=True)
+        self._lost.append(node)
+        return (f"node {node} tainted {LOST_NODE_TAINT}:NoExecute: the taint eviction controller evicts its pods and "
+                "nothing new is scheduled there")
+
+    def restore_node(self, node: str) -> None:
+        self._set_lost_taint(node, lost=False)
+        if node in self._lost:
+            self._lost.remove(node)
+
+    def _set_lost_taint(self, node: str, lost: bool) -> None:
+        core = client.CoreV1Api(self.api)
+        current = self.api.sanitize_for_serialization(core.read_node(node).spec.taints or [])
+        kept = [t for t in current if t.get("key") != LOST_NODE_TAINT]
+        added = [{"key": LOST_NODE_TAINT, "value": "true", "effect": "NoExecute"}] if lost else []
+        # a node's taints have no merge key: the patch carries the whole list
+        core.patch_node(node, {"spec": {"taints": kept + added}})
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
@@ -355,6 +380,12 @@ class Workloads:
         label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
         namespace as one of that test's.
         """
+        leftovers = []
+        for node in list(self._lost):  # a case that ended early leaves no node tainted
+            try:
+                self.restore_node(node)
+            except client.ApiException as exc:
+                leftovers.append(f"node {node} keeps the taint {LOST_NODE_TAINT}: {exc.status} {exc.reason}")
         pod_watches = [t for (_, kind), t in self._trackers.items() if kind == MEMBER_KIND]
         for tracker in self._trackers.values():
             if tracker not in pod_watches:  # the pods' watches see them go: when each stopped holding its GPUs
@@ -367,7 +398,6 @@ class Workloads:
             for namespace in sorted({ns for ns, _, _ in self._submitted}):  # cluster's pods terminate as they do
                 client.CoreV1Api(self.api).delete_collection_namespaced_pod(
                     namespace, label_selector=self.selector, grace_period_seconds=0)
-        leftovers = []
 
         def wait_gone_or_report(list_func: Callable[..., Any], what: str, **selectors: Any) -> None:
             try:

@@ -80,6 +80,16 @@ class JobSystem(Protocol):
         """Make a running member fail (a destructive step: the caller has asked for permission); say how."""
         ...
 
+    def lose_node(self, node: str) -> str | None:
+        """The node is lost to its members (a destructive step: the caller has asked for permission): they are
+        evicted and nothing new lands there until `restore_node`; say how. None where this job system cannot lose a
+        node here."""
+        ...
+
+    def restore_node(self, node: str) -> None:
+        """A node `lose_node` lost takes work again (`close` restores any still lost)."""
+        ...
+
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         ...
 

@@ -176,10 +176,19 @@ def evidence(request: pytest.FixtureRequest, profile: Profile) -> Callable[[str]
 
 
 @pytest.fixture()
-def destructive(target: Target, gpupoc_config: RunConfig) -> Callable[[str], None]:
+def destructive_refused(target: Target, gpupoc_config: RunConfig) -> Callable[[str], str | None]:
+    """destructive_refused("lose a node") -> why that step may not run on this target, or None: for a step that is
+    one sub-check of a case (not checked where refused), not the whole case."""
+    def refused(step: str) -> str | None:
+        return destructive_refusal(target.features.own_processes, target.context, gpupoc_config.allow_destructive, step)
+    return refused
+
+
+@pytest.fixture()
+def destructive(destructive_refused: Callable[[str], str | None]) -> Callable[[str], None]:
     """Call destructive("fail a pod") before a destructive step: it SKIPs where the step is not allowed."""
     def guard(step: str) -> None:
-        reason = destructive_refusal(target.features.own_processes, target.context, gpupoc_config.allow_destructive, step)
+        reason = destructive_refused(step)
         if reason:
             pytest.skip(reason)
     return guard

@@ -53,7 +53,9 @@ def runner_client(admin: client.ApiClient, profile: Profile, lock: tuple[str, st
     for namespace in sorted(wanted - existing) if make_namespaces else []:
         core.create_namespace({"metadata": {"name": namespace}})  # the queue model labels and fills it
         existing.add(namespace)
-    docs = without(rbac.runner_manifests(profile, account, lock), dropped)
+    # the sim allows destructive steps (it is the harness's own): the runner may lose a node, as a runner given
+    # `gpupoc rbac --destructive` may on a real cluster; the sim's controllers are processes, no Deployment to scale
+    docs = without(rbac.runner_manifests(profile, account, lock, destructive=()), dropped)
     rbac.apply(admin, account, [d for d in docs if d["metadata"].get("namespace") in {None, *existing}])
     namespace, name = account.split("/", 1)
     token = core.create_namespaced_service_account_token(name, namespace, client.AuthenticationV1TokenRequest(

@@ -6,6 +6,10 @@ would hold it only split across domains: none of its pods may be bound, at any m
 the gang lands whole inside that domain within the threshold. kube-scheduler without a gang or topology (`default`)
 is the baseline expected to violate it: the record shows the domains its pods were split over.
 
+Then one of the gang's nodes is lost (a NoExecute taint; on Slurm the node set DOWN): no pod of the gang may be bound
+outside its domain (the free nodes elsewhere would take a replacement at once): the replacement waits for room in the
+domain, or the whole gang is requeued. The node comes back, and the gang is whole again within the threshold.
+
 Then the gang goes: its domain is whole again, the others still a node short. A second gang only prefers one domain;
 it must use the fewest domains the free nodes allow (one), as a scheduler that places a whole gang by topology does
 (Kueue's, KAI's, Slurm's topology/tree); kube-scheduler has no such preference, and Volcano's soft mode places task by
@@ -16,7 +20,6 @@ Then the cluster is emptied, and small jobs worth one domain's GPUs arrive one a
 domains than the fewest that hold them, so the other domains stay whole for the next gang (a placement that spreads
 over nodes, kube-scheduler's default scoring, breaks every domain).
 
-Not checked yet (issue 43): a placed gang's lost node (criteria/training/topology_placement.py: NOT_CHECKED).
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from typing import Any
 import pytest
 
 from harness.backends import Backend
-from harness.backends.base import TOPOLOGY
-from harness.cluster.tracker import Objects
+from harness.backends.base import RETRY_POLICY, TOPOLOGY
+from harness.cluster.tracker import Objects, Tracker
+from harness.core.errors import HarnessError
 from harness.config.profile import HOSTNAME, Profile
 from harness.criteria.training.gang_admission import GangWatch
-from harness.criteria.training.topology_placement import (CRITERION, NOT_CHECKED, PlacementWatch, fewest_domains,
-                                                          fragmentation, members)
+from harness.criteria.training.topology_placement import (CRITERION, PlacementWatch, fewest_domains, fragmentation,
+                                                          members)
 from harness.jobs.model import GangJob, Placement
 from harness.jobs.system import JobSystem
 from harness.record.evidence import Evidence
@@ -41,6 +45,8 @@ from harness.targets.target import Target
 from suites.training.common import LONG_RUN_S, Refusal, attach_timeline, belongs, bound_pods, require
 
 REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles after every pod was refused (as gang admission)
+LOST_NODE_CONFIRM_S = 5.0  # watched this long after the lost pod's replacement was made, for a straggler
+GANG_RETRIES = 2  # the placed gang's retry policy lets it outlive a lost node
 SMALL_JOB_GPUS = 1  # (d): one GPU each, so a placement blind to domains cannot pack them by chance
 
 
@@ -49,7 +55,8 @@ def all_bound(jobs: list[GangJob]) -> Callable[[Objects], bool]:
 
 
 def test_topology_placement(backend: Backend, target: Target, workloads: JobSystem, queue_model: Profile,
-                            evidence: Callable[[str], Evidence]) -> None:
+                            evidence: Callable[[str], Evidence],
+                            destructive_refused: Callable[[str], str | None]) -> None:
     profile, ev = queue_model, evidence(CRITERION.id)
     require(target, backend, TOPOLOGY)
     topology = profile.gpu.topology
@@ -71,7 +78,7 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
                         for j, node in enumerate(nodes)] for i, (domain, nodes) in enumerate(fill.items())}
     placement = Placement(level, required=True, tier=topology.tier(level))
     gang = GangJob(workloads.job_name("topo-gang"), owner, pods=size, gpus_per_pod=per_node, run_for_s=LONG_RUN_S,
-                   placement=placement)
+                   placement=placement, max_retries=GANG_RETRIES)
     free = sum(len(nodes) - len(fill[d]) for d, nodes in domains.items())
     ev.note(f"{len(domains)} domains of {level}: " + "; ".join(f"{d}: {', '.join(n)}" for d, n in domains.items()))
     ev.note(f"fillers (the first domain's of {lender.name}, the others' of {owner.name}) leave {size - 1} node(s) "
@@ -129,6 +136,12 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     ev.expect("max_domains_spanned", placed.max_spanned)
     ev.expect("max_pods_bound_while_no_domain_fits", placed.bound_while_blocked)
     ev.expect("placed_within_s", round(max(0.0, (placed.all_bound_at or freed_at) - freed_at), 3))
+    refused = backend.lacks(RETRY_POLICY, target.features) or destructive_refused("lose a node of a placed gang")
+    if refused:  # without a retry policy nothing replaces a lost pod: no straggler to look for
+        for name in ("max_pods_outside_domain_after_node_loss", "rejoined_within_s"):
+            ev.not_checked(name, refused)
+    else:
+        lost_node(workloads, profile, ev, gang, owner_pods, domain_of, started)
 
     workloads.delete(gang)
     owner_pods.wait_until("the first gang's pods gone", lambda objs: not any(belongs(p, gang) for p in objs.values()),
@@ -164,9 +177,66 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
             f"{tenant.name}'s pods of the case gone", lambda objs: not any(
                 belongs(p, job) for job in ended for p in objs.values()), profile.timeouts.delete)
     small_jobs_stream(workloads, profile, backend, ev, domains, placement)
-    ev.note("not checked yet: " + "; ".join(NOT_CHECKED))
     attach_timeline(ev, workloads.timeline, started)
     ev.verdict()
+
+
+def lost_node(workloads: JobSystem, profile: Profile, ev: Evidence, gang: GangJob, pods: Tracker,
+              domain_of: dict[str, str], started: float) -> None:
+    """(e) One node of the placed gang is lost. Its domain (where the pods that stay are) has no other free node, and
+    other domains have: a replacement bound there is a straggler. Watched until one is seen, or for
+    LOST_NODE_CONFIRM_S after the lost pod went and its replacement was made (or the whole gang went, requeued); then
+    the node comes back and the gang must be whole again."""
+    def bound(objs: Objects) -> dict[str, str]:
+        return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in objs.values()
+                if belongs(p, gang) and (p.get("spec") or {}).get("nodeName")}
+    now = bound(pods.objects)
+    node = sorted(now.values())[0]
+    # its domain: where most of the pods that stay are (a gang placed whole: its one domain)
+    staying = [domain_of.get(n, n) for n in now.values() if n != node] or [domain_of.get(node, node)]
+    home = max(sorted(set(staying)), key=staying.count)
+    watch = PlacementWatch(gang.pods, domain_of, nodes=dict(now), blocked=False, home=home,
+                           placed_before=frozenset(now.items()))
+    pods.on_event(lambda event, pod: watch.observe(event, pod, time.time()) if belongs(pod, gang) else None)
+    how = workloads.lose_node(node)
+    if how is None:
+        for name in ("max_pods_outside_domain_after_node_loss", "rejoined_within_s"):
+            ev.not_checked(name, "this job system cannot lose a node here")
+        return
+    lost_at, settled_since = time.time(), [0.0]
+
+    def settled() -> bool:  # a straggler; or the lost pod gone and its replacement made (or the gang requeued whole)
+        if watch.max_outside:
+            return True
+        live = [p for p in pods.objects.values() if belongs(p, gang) and not p["metadata"].get("deletionTimestamp")]
+        if node in watch.nodes.values() or 0 < len(live) < gang.pods:  # a batch Job makes it after its backoff (10 s)
+            settled_since[0] = 0.0
+            return False
+        settled_since[0] = settled_since[0] or time.time()
+        return time.time() - settled_since[0] >= LOST_NODE_CONFIRM_S
+    try:
+        pods.hold(profile.timeouts.admit, until=settled, recheck_s=0.25)
+        if node in watch.nodes.values() and not watch.max_outside:
+            raise HarnessError(f"the gang's pod on {node} was not evicted within {profile.timeouts.admit:.0f}s of "
+                               f"{how}: the lost node could not be made")
+        after = dict(watch.nodes)
+        ev.note(f"{how} ({home} had no other free node; other domains had). "
+                f"{time.time() - lost_at:.1f}s later: {len(after)} of {gang.pods} pods bound ("
+                + (", ".join(f"{n} in {domain_of.get(n, '?')}" for n in sorted(after.values())) or "none")
+                + f"); {watch.max_outside} outside {home} at most")
+        ev.tables[f"the gang's domains after {node} was lost"] = [
+            {"t (s)": round(at - started, 3), "domains": ", ".join(used) or "(none bound)"}
+            for at, used in watch.spans if at >= lost_at]
+    finally:
+        workloads.restore_node(node)
+    restored_at = watch.all_bound_at = time.time()
+    if len(watch.nodes) < gang.pods:
+        watch.all_bound_at = None
+        pods.hold(profile.timeouts.admit, until=lambda: watch.all_bound_at is not None, recheck_s=0.25)
+    ev.note(f"{node} back: the gang's pods are in {', '.join(watch.domains()) or '(none bound)'}" + (
+        "" if watch.all_bound_at else f", {len(watch.nodes)} of {gang.pods} bound after {profile.timeouts.admit:.0f}s"))
+    ev.expect("max_pods_outside_domain_after_node_loss", watch.max_outside)
+    ev.expect("rejoined_within_s", round((watch.all_bound_at or time.time()) - restored_at, 3))
 
 
 def small_jobs_stream(workloads: JobSystem, profile: Profile, backend: Backend, ev: Evidence,

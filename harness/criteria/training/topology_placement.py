@@ -2,8 +2,10 @@
 level (a leaf switch, an NVLink domain) has its pods in one domain at every moment; while no domain can hold it
 whole, none of its pods is bound (the cluster's free GPUs would hold it, split); once a domain frees, it lands whole
 inside it within the threshold. A gang that only prefers one domain, on a prefilled cluster, uses no more domains than
-the fewest its free nodes allow. A stream of small jobs, worth one domain's GPUs, leaves the other domains whole for
-the next gang: it touches no more domains than the fewest that hold it."""
+the fewest its free nodes allow. A placed gang that loses a node gets no straggler outside its domain: its
+replacement waits for room there, or the whole gang is requeued; once the node is back, the gang is whole again within
+the threshold. A stream of small jobs, worth one domain's GPUs, leaves the other domains whole for the next gang: it
+touches no more domains than the fewest that hold it."""
 
 from __future__ import annotations
 
@@ -23,12 +25,13 @@ CRITERION = register(Criterion(
      Threshold("placed_within_s", "seconds from a domain freeing to all pods bound inside it", AT_MOST, " s"),
      Threshold("max_extra_domains", "domains a gang preferring one used beyond the fewest its free nodes allowed (0)",
                AT_MOST, " domains"),
+     Threshold("max_pods_outside_domain_after_node_loss", "pods of a placed gang bound outside its domain after one of "
+               "its nodes was lost (0: the replacement waits in the domain, or the gang is requeued whole)", AT_MOST,
+               " pods"),
+     Threshold("rejoined_within_s", "seconds from the lost node's return to the gang whole again", AT_MOST, " s"),
      Threshold("max_extra_domains_fragmented", "domains a stream of small jobs touched beyond the fewest that hold "
                "their GPUs (0: the other domains stay whole for a gang)", AT_MOST, " domains")),
     (Chart("pods", "pods over time", "pods"),)))
-
-NOT_CHECKED = ("a placed gang's lost node replaced in its domain",)
-
 
 @dataclass
 class PlacementWatch:
@@ -42,6 +45,9 @@ class PlacementWatch:
     bound_while_blocked: int = 0
     blocked: bool = True  # until the case frees a domain
     all_bound_at: float | None = None
+    home: str | None = None  # the domain a placed gang is in (after a lost node: its pods outside it are stragglers)
+    placed_before: frozenset[tuple[str, str]] = frozenset()  # (pod, node) bound when the node was lost: not stragglers
+    max_outside: int = 0
 
     def observe(self, event: str, pod: dict[str, Any], seen_at: float) -> None:
         name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName")
@@ -55,6 +61,10 @@ class PlacementWatch:
         self.max_spanned = max(self.max_spanned, len(used))
         if self.blocked:
             self.bound_while_blocked = max(self.bound_while_blocked, len(self.nodes))
+        if self.home is not None:
+            self.max_outside = max(self.max_outside, sum(
+                1 for pod, n in self.nodes.items()
+                if self.domain_of.get(n) != self.home and (pod, n) not in self.placed_before))
         if len(self.nodes) >= self.size and self.all_bound_at is None:
             self.all_bound_at = seen_at
 

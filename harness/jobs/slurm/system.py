@@ -555,6 +555,18 @@ class SlurmJobs:
         return (f"the batch scripts of Slurm jobs {', '.join(map(str, ids))} ended on their nodes while slurmctld was "
                 "down (their processes killed)")
 
+    def lose_node(self, node: str) -> str | None:
+        """The node fails where the site lets the harness fail one (the sim; slurmrestd v0.0.38 updates no node):
+        slurmctld requeues its jobs whole. Its slurmd still answers, so it takes work again at once
+        (ReturnToService=2)."""
+        if not self.rest.site.fail_node:
+            return None
+        self.rest.site.fail_node(node, "gpupoc: lost under a placed gang")
+        return f"node {node} set DOWN (scontrol): slurmctld requeues its jobs whole; back at once (ReturnToService=2)"
+
+    def restore_node(self, node: str) -> None:
+        """Nothing to do: a failed node whose slurmd answers is back at once (ReturnToService=2)."""
+
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         return sum(1 for node in self.rest.nodes() if gres_count(str(node.get("gres", ""))) >= per_node
                    and self.rest.site.partition in (node.get("partitions") or [self.rest.site.partition]))

@@ -94,6 +94,13 @@ def test_the_role_for_a_profile_is_reads_cluster_wide_and_workloads_in_the_tenan
     assert allowed(with_creates, Request("patch", "apps", "deployments", "scale", "kueue-system",
                                          "kueue-controller-manager"))
     assert not allowed(with_creates, Request("patch", "apps", "deployments", "scale", "kube-system", "coredns"))
+    assert not allowed(docs, Request("patch", "", "nodes", name="gpu-node-1")), "a node is lost only when destructive"
+    assert allowed(with_creates, Request("patch", "", "nodes", name="gpu-node-1"))
+    assert not allowed(with_creates, Request("delete", "", "nodes", name="gpu-node-1"))
+    sim = runner_manifests(profile, "gpupoc/runner", None, destructive=())
+    assert allowed(sim, Request("patch", "", "nodes", name="gpu-node-1"))
+    assert not allowed(sim, Request("patch", "apps", "deployments", "scale", "kube-system", "coredns")), \
+        "no Deployment named: none, never all"
     binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "runner", "namespace": "gpupoc"}]
     assert not any("cluster-admin" in str(d) for d in docs)

@@ -48,6 +48,28 @@ def test_a_gang_held_until_a_leaf_frees_then_landing_whole_in_it_passes() -> Non
     assert watch.domains() == ("leaf-0",)
 
 
+def test_after_a_lost_node_a_replacement_outside_the_gangs_domain_is_a_straggler() -> None:
+    placed = {"a": "n0", "b": "n1"}
+    held = PlacementWatch(2, DOMAIN_OF, nodes=dict(placed), blocked=False, home="leaf-0",
+                          placed_before=frozenset(placed.items()))
+    held.observe("DELETED", pod("a", "n0"), 1.0)        # evicted from the lost node
+    held.observe("ADDED", pod("a2"), 11.0)              # the Job's replacement, after its backoff: it waits
+    held.observe("MODIFIED", pod("a2", "n0"), 30.0)     # the node back: it lands in the domain
+    assert held.max_outside == 0 and held.domains() == ("leaf-0",)
+    straggling = PlacementWatch(2, DOMAIN_OF, nodes=dict(placed), blocked=False, home="leaf-0",
+                                placed_before=frozenset(placed.items()))
+    straggling.observe("DELETED", pod("a", "n0"), 1.0)
+    straggling.observe("MODIFIED", pod("a2", "n2"), 11.0)  # a free node of the other leaf took it
+    assert straggling.max_outside == 1 and straggling.max_spanned == 2
+    split = {"a": "n1", "b": "n3"}  # a gang already split: its pod that stays defines its domain, not a straggler
+    already = PlacementWatch(2, DOMAIN_OF, nodes=dict(split), blocked=False, home="leaf-1",
+                             placed_before=frozenset(split.items()))
+    already.observe("DELETED", pod("a", "n1"), 1.0)
+    assert already.max_outside == 0
+    already.observe("MODIFIED", pod("a2", "n0"), 11.0)
+    assert already.max_outside == 1
+
+
 def test_a_node_without_the_levels_label_is_a_domain_of_its_own() -> None:
     watch = PlacementWatch(2, DOMAIN_OF)
     watch.observe("MODIFIED", pod("a", "n0"), 1.0)
