@@ -33,6 +33,7 @@ from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, dressed, exit_reque
 from harness.config.workloads import WorkloadSpec
 from harness.core.samples import Samples
 from harness.core.timeline import Timeline, Transition, running_intervals, MEMBER_KIND
+from harness.cluster.lost_node import LOST_NODE_TAINT, set_lost
 from harness.cluster.safety import require_ours
 from harness.cluster.tracker import Tracker, describe_phase
 from harness.core.errors import WaitTimeout
@@ -49,10 +50,6 @@ LOG_BYTES = 4096
 
 NAME_TAG_LEN = 5
 
-
-# A lost node: the NoExecute taint a node controller puts on an unreachable node, under gpupoc's key, so that no
-# default toleration (300 s for node.kubernetes.io/unreachable) delays the eviction
-LOST_NODE_TAINT = "gpupoc.io/lost-node"
 
 UIDS_PER_SELECTOR = 100  # the owned objects of a test's jobs are looked for this many at a time
 
@@ -209,23 +206,15 @@ class Workloads:
 
     def lose_node(self, node: str) -> str:
         """The node's pods are evicted by the cluster's own taint eviction, and nothing new is scheduled there."""
-        self._set_lost_taint(node, lost=True)
+        set_lost(self.api, node, lost=True)
         self._lost.append(node)
         return (f"node {node} tainted {LOST_NODE_TAINT}:NoExecute: the taint eviction controller evicts its pods and "
                 "nothing new is scheduled there")
 
     def restore_node(self, node: str) -> None:
-        self._set_lost_taint(node, lost=False)
+        set_lost(self.api, node, lost=False)
         if node in self._lost:
             self._lost.remove(node)
-
-    def _set_lost_taint(self, node: str, lost: bool) -> None:
-        core = client.CoreV1Api(self.api)
-        current = self.api.sanitize_for_serialization(core.read_node(node).spec.taints or [])
-        kept = [t for t in current if t.get("key") != LOST_NODE_TAINT]
-        added = [{"key": LOST_NODE_TAINT, "value": "true", "effect": "NoExecute"}] if lost else []
-        # a node's taints have no merge key: the patch carries the whole list
-        core.patch_node(node, {"spec": {"taints": kept + added}})
 
     def capacity_nodes(self, resource: str, per_node: int) -> int:
         """Nodes offering a whole node's worth of GPUs, of those the profile's pods may land on (its node selector)."""
