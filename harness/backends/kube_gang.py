@@ -23,7 +23,7 @@ from harness.targets.target import Target
 VERSIONS = ("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2")  # newest first
 GATES = "GenericWorkload and GangScheduling"
 CRITERIA = frozenset({"training.gang_admission", "training.queue_fairness", "training.priority_preemption",
-                      "training.topology_placement"})
+                      "training.topology_placement", "training.packing"})
 
 
 def pod_group(job: GangJob, api_version: str = VERSIONS[-1]) -> dict[str, Any]:

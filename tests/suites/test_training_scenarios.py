@@ -38,7 +38,8 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_worker_scaling.py::test_worker_scaling[kuberay]",
              "test_topology_placement.py::test_topology_placement[kueue]",
              "test_topology_placement.py::test_topology_placement[volcano]",
-             "test_topology_placement.py::test_topology_placement[default]")
+             "test_topology_placement.py::test_topology_placement[default]",
+             "test_packing.py::test_packing[default]")  # its PASS on the gang schedulers: make poc
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
@@ -60,6 +61,8 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
             ("training.topology_placement", "kueue")} <= ran, outcomes
     assert ("training.queue_fairness", "default", "FAIL") in outcomes
     assert ("training.topology_placement", "default", "FAIL") in outcomes
+    packing = next(r for r in record.results if r.criterion == "training.packing" and r.backend == "default")
+    assert packing.outcome == "FAIL" and "measured max_partial_held_s" in packing.message, packing.message
     # kube-scheduler alone binds a lost node's replacement on any free node: a straggler outside the gang's domain
     default = next(r for r in record.results if r.criterion == "training.topology_placement" and r.backend == "default")
     assert next(c["measured"] for c in default.evidence[0]["checks"]
