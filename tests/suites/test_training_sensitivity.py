@@ -18,6 +18,7 @@ from harness.backends import Backend
 from harness.cluster.wait import wait_gone
 from harness.core.errors import CriterionViolation, WaitTimeout
 from harness.config.profile import Profile
+from harness.config.reference_schedulers import VOLCANO_SCHEDULER_CONF
 from harness.record.evidence import Evidence
 from harness.sim import cluster, components, dra, karpenter
 from harness.core.paths import REPO_ROOT
@@ -80,6 +81,27 @@ def test_gang_and_topology_fail_on_kube_gang_when_the_scheduler_lacks_the_worklo
     assert "training.gang_admission [kube-gang]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in \
         result.stdout, result.stdout[-3000:]
     assert "training.topology_placement [kube-gang]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
+        in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def volcano_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str], None]) -> Iterator[None]:
+    """The sim's volcano-scheduler restarted on the reference configuration less the network-topology-aware plugin
+    (the HyperNodes and the jobs' networkTopology stay); afterwards its own configuration again."""
+    disrupts("volcano-scheduler")
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text("".join(line for line in VOLCANO_SCHEDULER_CONF.splitlines(keepends=True)
+                            if "network-topology-aware" not in line))
+    with cluster.running_with("volcano-scheduler", lambda argv: tuple(
+            f"--scheduler-conf={conf}" if a.startswith("--scheduler-conf=") else a for a in argv)):
+        yield
+
+
+def test_topology_fails_on_volcano_without_its_network_topology_plugin(
+        sim_api: client.ApiClient, volcano_without_its_topology_plugin: None) -> None:
+    result = suite("test_topology_placement.py::test_topology_placement[volcano]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.topology_placement [volcano]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
         in result.stdout, result.stdout[-3000:]
 
 
