@@ -62,5 +62,5 @@ checks=0
 gpupoc check-designed "reports/$run_id/record.json" || checks=1
 gpupoc check-designed "reports/$real_id/record.json" || checks=1
 # What the runner asked of the API server stays inside its least-privilege role (manifests/rbac/).
-gpupoc rbac --check "reports/$run_id/requests.json" "reports/$real_id/requests.json" || checks=1
+gpupoc rbac --destructive --check "reports/$run_id/requests.json" "reports/$real_id/requests.json" || checks=1
 exit "$checks"
