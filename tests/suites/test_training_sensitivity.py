@@ -21,6 +21,7 @@ from harness.config.profile import Profile
 from harness.config.reference_schedulers import VOLCANO_SCHEDULER_CONF
 from harness.record.evidence import Evidence
 from harness.sim import cluster, components, dra, karpenter
+from tests.heavy import alone
 from harness.core.paths import REPO_ROOT
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -81,27 +82,6 @@ def test_gang_and_topology_fail_on_kube_gang_when_the_scheduler_lacks_the_worklo
     assert "training.gang_admission [kube-gang]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in \
         result.stdout, result.stdout[-3000:]
     assert "training.topology_placement [kube-gang]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
-        in result.stdout, result.stdout[-3000:]
-
-
-@pytest.fixture()
-def volcano_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str], None]) -> Iterator[None]:
-    """The sim's volcano-scheduler restarted on the reference configuration less the network-topology-aware plugin
-    (the HyperNodes and the jobs' networkTopology stay); afterwards its own configuration again."""
-    disrupts("volcano-scheduler")
-    conf = tmp_path / "volcano-scheduler.conf"
-    conf.write_text("".join(line for line in VOLCANO_SCHEDULER_CONF.splitlines(keepends=True)
-                            if "network-topology-aware" not in line))
-    with cluster.running_with("volcano-scheduler", lambda argv: tuple(
-            f"--scheduler-conf={conf}" if a.startswith("--scheduler-conf=") else a for a in argv)):
-        yield
-
-
-def test_topology_fails_on_volcano_without_its_network_topology_plugin(
-        sim_api: client.ApiClient, volcano_without_its_topology_plugin: None) -> None:
-    result = suite("test_topology_placement.py::test_topology_placement[volcano]")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.topology_placement [volcano]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
         in result.stdout, result.stdout[-3000:]
 
 
@@ -323,3 +303,25 @@ def test_capacity_elasticity_fails_on_the_idle_cost_when_scale_down_is_off(
     result = suite("test_capacity_elasticity.py", "--backends=kueue")
     assert elasticity_failure(result, "max_idle_gpu_hours") > 0.3, result.stdout[-3000:]
     assert elasticity_failure(result, "scale_down_within_s") > 60, result.stdout[-3000:]
+
+
+# Last in the file: by then the scenarios (the heavy lock) are done, so alone() seldom waits.
+@pytest.fixture()
+def volcano_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str], None]) -> Iterator[None]:
+    """The sim's volcano-scheduler restarted on the reference configuration less the network-topology-aware plugin
+    (the HyperNodes and the jobs' networkTopology stay); afterwards its own configuration again."""
+    disrupts("volcano-scheduler")  # alone: never while the scenarios' Volcano topology case runs (tests/heavy.py)
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text("".join(line for line in VOLCANO_SCHEDULER_CONF.splitlines(keepends=True)
+                            if "network-topology-aware" not in line))
+    with alone(), cluster.running_with("volcano-scheduler", lambda argv: tuple(
+            f"--scheduler-conf={conf}" if a.startswith("--scheduler-conf=") else a for a in argv)):
+        yield
+
+
+def test_topology_fails_on_volcano_without_its_network_topology_plugin(
+        sim_api: client.ApiClient, volcano_without_its_topology_plugin: None) -> None:
+    result = suite("test_topology_placement.py::test_topology_placement[volcano]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.topology_placement [volcano]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
+        in result.stdout, result.stdout[-3000:]
