@@ -11,7 +11,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from harness.core.errors import WaitTimeout
-from harness.cluster.lost_node import LOST_NODE_TAINT, lost_nodes, set_lost
+from harness.cluster.lost_node import LOST_NODE_TAINT, lost_nodes, taken_off
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL, TEST_LABEL, label_value_for_test
 from harness.cluster.wait import wait_gone
 
@@ -89,10 +89,9 @@ def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
         say(f"deleting namespace {name}")
     leftovers = [line for name in namespaces if (line := delete_namespace(core, name, timeout_s))]
     for node in lost_nodes(api):  # a run killed while one of its gangs had lost a node (topology placement)
-        try:
-            set_lost(api, node, lost=False)
+        stays = taken_off(api, node)
+        if stays:
+            leftovers.append(stays)
+        else:
             say(f"took the taint {LOST_NODE_TAINT} off node {node}")
-        except client.ApiException as exc:
-            leftovers.append(f"node {node} keeps the taint {LOST_NODE_TAINT} ({exc.status} {exc.reason}): "
-                             f"kubectl taint nodes {node} {LOST_NODE_TAINT}-")
     return leftovers

@@ -22,3 +22,13 @@ def lost_nodes(api: client.ApiClient) -> list[str]:
     """The nodes that carry the taint now."""
     return sorted(n.metadata.name for n in client.CoreV1Api(api).list_node().items
                   if any(t.key == LOST_NODE_TAINT for t in n.spec.taints or []))
+
+
+def taken_off(api: client.ApiClient, node: str) -> str | None:
+    """Take the taint off `node`; None when done, else a line saying it stays and how to take it off."""
+    try:
+        set_lost(api, node, lost=False)
+    except client.ApiException as exc:
+        return (f"node {node} keeps the taint {LOST_NODE_TAINT} ({exc.status} {exc.reason}): "
+                f"kubectl taint nodes {node} {LOST_NODE_TAINT}-")
+    return None

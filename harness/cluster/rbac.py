@@ -173,9 +173,11 @@ def runner_manifests(profile: Profile, account: str, lock: tuple[str, str] | Non
         deployments = sorted(set(destructive))
         for doc in _load(DESTRUCTIVE_FILE, common):
             if doc["kind"] == "ClusterRole":
-                # no Deployment named (the sim's controllers are processes): no rule for them, never all of them
-                doc["rules"] = [{**rule, "resourceNames": deployments} if "resourceNames" in rule else rule
-                                for rule in doc.get("rules") or [] if deployments or "resourceNames" not in rule]
+                # the Deployments' rule names them; none named (the sim's controllers are processes): no such rule,
+                # never one for all of them
+                named = [rule for rule in doc.get("rules") or [] if "resourceNames" in rule]
+                doc["rules"] = [rule for rule in doc.get("rules") or [] if rule not in named] + (
+                    [{**rule, "resourceNames": deployments} for rule in named] if deployments else [])
             docs.append(doc)
     return docs
 

@@ -33,7 +33,7 @@ from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, dressed, exit_reque
 from harness.config.workloads import WorkloadSpec
 from harness.core.samples import Samples
 from harness.core.timeline import Timeline, Transition, running_intervals, MEMBER_KIND
-from harness.cluster.lost_node import LOST_NODE_TAINT, set_lost
+from harness.cluster.lost_node import LOST_NODE_TAINT, set_lost, taken_off
 from harness.cluster.safety import require_ours
 from harness.cluster.tracker import Tracker, describe_phase
 from harness.core.errors import WaitTimeout
@@ -369,12 +369,9 @@ class Workloads:
         label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
         namespace as one of that test's.
         """
-        leftovers = []
-        for node in list(self._lost):  # a case that ended early leaves no node tainted
-            try:
-                self.restore_node(node)
-            except client.ApiException as exc:
-                leftovers.append(f"node {node} keeps the taint {LOST_NODE_TAINT}: {exc.status} {exc.reason}")
+        # a case that ended early leaves no node tainted
+        leftovers = [stays for node in self._lost if (stays := taken_off(self.api, node))]
+        self._lost.clear()
         pod_watches = [t for (_, kind), t in self._trackers.items() if kind == MEMBER_KIND]
         for tracker in self._trackers.values():
             if tracker not in pod_watches:  # the pods' watches see them go: when each stopped holding its GPUs

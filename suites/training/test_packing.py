@@ -65,11 +65,7 @@ def test_packing(backend: Backend, workloads: JobSystem, queue_model: Profile,
     if waiting:
         ev.note(f"{len(waiting)} gang(s) had not started after {budget:.0f}s: {', '.join(waiting)}")
     held = [(h.start, h.end, h.gpus) for h in workloads.gpus_held(profile.gpu.resource, now)]
-    ev.tables["the burst's gangs"] = [
-        {"gang": name, "pods x GPUs": f"{job.pods} x {job.gpus_per_pod}", "submitted (s)": round(g.submitted_at -
-         started, 2), "started (s)": None if g.started_at is None else round(g.started_at - started, 2),
-         "partial held (s)": round(g.partial_s(now), 2)}
-        for job in jobs for name, g in [(job.name, gangs[job.name])]]
+    ev.tables["the burst's gangs"] = [gang_row(job, gangs[job.name], started, now) for job in jobs]
     ev.expect("min_occupancy", occupancy(held, capacity, started, last_start, ev.lag_s()).rounded(4))
     ev.expect("max_partial_held_s", round(max(g.partial_s(now) for g in gangs.values()), 3))
     ev.expect("largest_gang_starved_s", round(starved_s(gangs, largest, now), 3))
@@ -77,3 +73,11 @@ def test_packing(backend: Backend, workloads: JobSystem, queue_model: Profile,
         workloads.delete(job)
     attach_timeline(ev, workloads.timeline, started)
     ev.verdict()
+
+
+def gang_row(job: GangJob, gang: Gang, started: float, now: float) -> dict[str, Any]:
+    """One row of the evidence's table: the gang's shape, when it was submitted and started, its partial hold."""
+    return {"gang": job.name, "pods x GPUs": f"{job.pods} x {job.gpus_per_pod}",
+            "submitted (s)": round(gang.submitted_at - started, 2),
+            "started (s)": None if gang.started_at is None else round(gang.started_at - started, 2),
+            "partial held (s)": round(gang.partial_s(now), 2)}

@@ -47,6 +47,7 @@ from suites.training.common import LONG_RUN_S, Refusal, attach_timeline, belongs
 REFUSAL_CONFIRM_S = 3.0  # three scheduling cycles after every pod was refused (as gang admission)
 LOST_NODE_CONFIRM_S = 5.0  # watched this long after the lost pod's replacement was made, for a straggler
 GANG_RETRIES = 2  # the placed gang's retry policy lets it outlive a lost node
+NODE_LOSS_CHECKS = ("max_pods_outside_domain_after_node_loss", "rejoined_within_s")
 SMALL_JOB_GPUS = 1  # (d): one GPU each, so a placement blind to domains cannot pack them by chance
 
 
@@ -130,15 +131,14 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     landed = placed.domains()
     ev.note(f"{freed_domain} freed; the gang's pods are in {', '.join(landed)} "
             f"({', '.join(sorted(placed.nodes.values()))})")
-    ev.tables["the gang's domains, each time they changed"] = [
-        {"t (s)": round(at - started, 3), "domains": ", ".join(used) or "(none bound)"} for at, used in placed.spans]
+    ev.tables["the gang's domains, each time they changed"] = domains_over_time(placed, started)
 
     ev.expect("max_domains_spanned", placed.max_spanned)
     ev.expect("max_pods_bound_while_no_domain_fits", placed.bound_while_blocked)
     ev.expect("placed_within_s", round(max(0.0, (placed.all_bound_at or freed_at) - freed_at), 3))
     refused = backend.lacks(RETRY_POLICY, target.features) or destructive_refused("lose a node of a placed gang")
     if refused:  # without a retry policy nothing replaces a lost pod: no straggler to look for
-        for name in ("max_pods_outside_domain_after_node_loss", "rejoined_within_s"):
+        for name in NODE_LOSS_CHECKS:
             ev.not_checked(name, refused)
     else:
         lost_node(workloads, profile, ev, gang, owner_pods, domain_of, started)
@@ -181,6 +181,12 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     ev.verdict()
 
 
+def domains_over_time(watch: PlacementWatch, started: float, since: float = 0.0) -> list[dict[str, Any]]:
+    """The evidence's table of the domains a gang's bound pods were in, each time they changed (from `since`)."""
+    return [{"t (s)": round(at - started, 3), "domains": ", ".join(used) or "(none bound)"}
+            for at, used in watch.spans if at >= since]
+
+
 def lost_node(workloads: JobSystem, profile: Profile, ev: Evidence, gang: GangJob, pods: Tracker,
               domain_of: dict[str, str], started: float) -> None:
     """(e) One node of the placed gang is lost. Its domain (where the pods that stay are) has no other free node, and
@@ -200,7 +206,7 @@ def lost_node(workloads: JobSystem, profile: Profile, ev: Evidence, gang: GangJo
     pods.on_event(lambda event, pod: watch.observe(event, pod, time.time()) if belongs(pod, gang) else None)
     how = workloads.lose_node(node)
     if how is None:
-        for name in ("max_pods_outside_domain_after_node_loss", "rejoined_within_s"):
+        for name in NODE_LOSS_CHECKS:
             ev.not_checked(name, "this job system cannot lose a node here")
         return
     lost_at, settled_since = time.time(), [0.0]
@@ -224,9 +230,7 @@ def lost_node(workloads: JobSystem, profile: Profile, ev: Evidence, gang: GangJo
                 f"{time.time() - lost_at:.1f}s later: {len(after)} of {gang.pods} pods bound ("
                 + (", ".join(f"{n} in {domain_of.get(n, '?')}" for n in sorted(after.values())) or "none")
                 + f"); {watch.max_outside} outside {home} at most")
-        ev.tables[f"the gang's domains after {node} was lost"] = [
-            {"t (s)": round(at - started, 3), "domains": ", ".join(used) or "(none bound)"}
-            for at, used in watch.spans if at >= lost_at]
+        ev.tables[f"the gang's domains after {node} was lost"] = domains_over_time(watch, started, since=lost_at)
     finally:
         workloads.restore_node(node)
     restored_at = watch.all_bound_at = time.time()
