@@ -37,31 +37,45 @@ def creation_refused(api: client.ApiClient, namespace: str, owners: set[str], si
     name) since before `since_before`: its FailedCreate events, more than one (each try names another pod, so each is
     an event of its own; a refusal of a moment, a webhook's cache behind, is retried and passes), with the API
     server's latest answer."""
-    events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="reason=FailedCreate").items
-    by_owner: dict[str, list[Any]] = {}
-    for event in events:
-        if event.involved_object.name in owners:
-            by_owner.setdefault(event.involved_object.name, []).append(event)
+    by_owner = failed_creates(api, namespace, owners)
     for name, tries in sorted(by_owner.items()):
         stamps = sorted(e.first_timestamp or e.event_time or e.metadata.creation_timestamp for e in tries)
         count = sum(e.count or 1 for e in tries)
         if count >= 2 and stamps[0] < since_before:
-            latest = max(tries, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
-            return (f"{latest.involved_object.kind} {name} could not create its pods ({count} tries): "
-                    f"{(latest.message or '').strip()[:600]}")
+            return (f"{tries[0].involved_object.kind} {name} could not create its pods ({count} tries): "
+                    f"{latest_answer(tries)}")
     return None
 
 
 def not_created(api: client.ApiClient, namespace: str, owner_prefix: str, since_before: datetime) -> str | None:
     """A ReplicaSet in `namespace` whose name starts with `owner_prefix` (a Deployment's) that has failed to create
     its pods since before `since_before` (its ReplicaFailure condition, which the ReplicaSet controller clears once a
-    pod is created: a refusal of a moment, a webhook's cache behind, is not one), with the API server's answer."""
+    pod is created: a refusal of a moment, a webhook's cache behind, is not one), with the API server's latest answer
+    (its latest FailedCreate event: the condition keeps the first refusal's message while it stays set)."""
     for replica_set in client.AppsV1Api(api).list_namespaced_replica_set(namespace).items:
-        if not (replica_set.metadata.name or "").startswith(owner_prefix):
+        name = replica_set.metadata.name or ""
+        if not name.startswith(owner_prefix):
             continue
         for condition in (replica_set.status.conditions or []) if replica_set.status else []:
             if (condition.type == "ReplicaFailure" and condition.status == "True"
                     and condition.last_transition_time and condition.last_transition_time < since_before):
-                return (f"ReplicaSet {replica_set.metadata.name} could not create its pods: "
-                        f"{(condition.message or condition.reason or '').strip()[:600]}")
+                tries = failed_creates(api, namespace, {name}).get(name)
+                answer = latest_answer(tries) if tries else (condition.message or condition.reason or "").strip()[:600]
+                return f"ReplicaSet {name} could not create its pods: {answer}"
     return None
+
+
+def failed_creates(api: client.ApiClient, namespace: str, owners: set[str]) -> dict[str, list[Any]]:
+    """The FailedCreate events in `namespace` of each of `owners` that has any, by owner name."""
+    events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="reason=FailedCreate").items
+    by_owner: dict[str, list[Any]] = {}
+    for event in events:
+        if event.involved_object.name in owners:
+            by_owner.setdefault(event.involved_object.name, []).append(event)
+    return by_owner
+
+
+def latest_answer(tries: list[Any]) -> str:
+    """The API server's answer to the latest of a controller's failed creations."""
+    latest = max(tries, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+    return (latest.message or "").strip()[:600]
