@@ -50,7 +50,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if _writes_timeline[0]:
         with TIMELINE.open("a") as out:
             out.write(json.dumps({"worker": WORKER or "main", "test": report.nodeid, "phase": report.when,
-                                  "start": report.start, "stop": report.stop, "outcome": report.outcome}) + "\n")
+                                  "start": report.start, "stop": report.stop, "outcome": report.outcome}
+                                 | ({"why": why_failed(report)} if report.failed else {})) + "\n")
+
+
+def why_failed(report: pytest.TestReport) -> str:
+    """A failed phase's error, as its summary line gives it: CI keeps the timeline when the log is cut."""
+    lines = [line for line in report.longreprtext.splitlines() if line.startswith("E ")]
+    return " / ".join(line[1:].strip() for line in lines[:6])[:2000]
 
 
 _next_item: list[pytest.Item | None] = [None]

@@ -10,6 +10,7 @@ the scrape interval: the threshold is relative, and the subqueries run at the sc
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable
 
 import pytest
@@ -73,9 +74,10 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
                          "GPU-seconds (API)": f"{api_seconds.get(key[1], 0.0):.1f}",
                          "GPU-seconds (kube-state-metrics)": f"{seconds:.1f} ± {uncertain:.1f}"})
     seen = {pod for (_, pod) in running}
+    scrapes = ksm_scrape_times(prometheus, span, window)
     totals: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, resolution in GPU-hours)
     for namespace in namespaces:
-        missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S)
+        missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S, scrapes)
         resolution = quadrature(uncertain_of.get(namespace, [])) + missed
         totals[namespace] = (seconds_of.get(namespace, 0.0) / 3600, resolution / 3600)
     unseen = [h for h in held if h.pod not in seen]
@@ -90,20 +92,38 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     return totals
 
 
+def ksm_scrape_times(prometheus: Prometheus, span: str, window: tuple[float, float]) -> list[float] | None:
+    """When Prometheus scraped kube-state-metrics successfully over the window (None: not found, so the nominal
+    interval stands for them): the newest sample's scrape time, evaluated every second (a run of hours: coarser)."""
+    times: set[float] = set()
+    for labels in ksm_targets(prometheus, span):
+        answers = prometheus.range(f"timestamp(up{labels}) and up{labels} == 1",
+                                   datetime.fromtimestamp(window[0] - STEP_S, timezone.utc),
+                                   datetime.fromtimestamp(window[1] + STEP_S, timezone.utc),
+                                   max(1.0, (window[1] - window[0]) / 10_000))  # Prometheus answers 11,000 points
+        times |= {at for _, values in answers for _, at in values}
+    return sorted(times) or None
+
+
+def ksm_targets(prometheus: Prometheus, span: str) -> list[str]:
+    """kube-state-metrics' scrape targets, as label selectors: found by the series it exports."""
+    targets = prometheus.instant(f"group by (job, instance) (last_over_time(kube_pod_container_resource_requests"
+                                 f"[{span}]))")
+    return [f'{{job="{t.labels.get("job", "")}", instance="{t.labels.get("instance", "")}"}}' for t in targets]
+
+
 def ksm_scrapes(prometheus: Prometheus, span: str, window_s: float) -> str:
     """How often Prometheus scraped kube-state-metrics over the run (its target found by the series it exports):
     on a loaded host, scrapes that fail or come late leave pods unseen."""
-    targets = prometheus.instant(f"group by (job, instance) (last_over_time(kube_pod_container_resource_requests"
-                                 f"[{span}]))")
+    targets = ksm_targets(prometheus, span)
     if not targets:
         return "kube-state-metrics: no kube_pod_container_resource_requests series, its scrapes not counted"
     parts = []
-    for target in targets:
-        labels = f'{{job="{target.labels.get("job", "")}", instance="{target.labels.get("instance", "")}"}}'
+    for labels in targets:
         tried = prometheus.instant(f"count_over_time(up{labels}[{span}])")
         succeeded = prometheus.instant(f"sum_over_time(up{labels}[{span}])")
         slowest = prometheus.instant(f"max_over_time(scrape_duration_seconds{labels}[{span}])")
-        parts.append(f"{target.labels.get('instance', '?')}: {succeeded[0].value if succeeded else 0:.0f} of "
+        parts.append(f"{labels}: {succeeded[0].value if succeeded else 0:.0f} of "
                      f"{tried[0].value if tried else 0:.0f} scrapes succeeded (every {STEP_S}s over "
                      f"{window_s:.0f}s: {window_s / STEP_S:.0f} due), slowest "
                      f"{slowest[0].value if slowest else float('nan'):.2f}s")

@@ -4,6 +4,7 @@ each scheduler's per-queue usage metric; the three must agree within the thresho
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from harness.core.estimate import Estimate
@@ -73,10 +74,15 @@ def pod_gpu_seconds(pod: PodSeries, window: tuple[float, float], scrape_s: float
     return pod.gpus * (hi - lo), (0.0 if ends else pod.gpus * scrape_s)
 
 
-def unseen_resolution(held: list[Held], seen: set[str], scrape_s: float) -> float:
-    """Pure: GPU-seconds of the pods a scrape-based source may have missed: those it never saw Running that ran
-    for less than two scrapes (between two scrapes, or seen in neither)."""
-    return sum(h.gpu_seconds for h in held if h.pod not in seen and h.end - h.start < 2 * scrape_s)
+def unseen_resolution(held: list[Held], seen: set[str], scrape_s: float, scrapes: list[float] | None = None) -> float:
+    """Pure: GPU-seconds of the pods a scrape-based source may have missed: those it never saw Running that fewer
+    than two of its successful scrapes fell within (`scrapes`, their times, where known: on a loaded host scrapes
+    come late or fail; else every `scrape_s`, so those that ran for less than two intervals)."""
+    def missable(h: Held) -> bool:
+        if scrapes is None:
+            return h.end - h.start < 2 * scrape_s
+        return bisect.bisect_right(scrapes, h.end) - bisect.bisect_left(scrapes, h.start) < 2
+    return sum(h.gpu_seconds for h in held if h.pod not in seen and missable(h))
 
 
 def beyond_resolution(measured: float, reference: float, resolution: float) -> float:

@@ -150,6 +150,13 @@ def test_pods_shorter_than_two_scrapes_that_a_scrape_never_saw_count_in_the_reso
     assert cost.unseen_resolution(held, seen={"short"}, scrape_s=5.0) == 0.0
 
 
+def test_a_pod_unseen_because_scrapes_came_late_or_failed_counts_in_the_resolution() -> None:
+    """The long pod ran 30 s, but only one successful scrape fell within it (the host was loaded)."""
+    held = [cost.Held("ns", "long", "kueue", "q", 8, 0.0, 30.0)]
+    assert cost.unseen_resolution(held, seen=set(), scrape_s=5.0, scrapes=[-4.0, 12.0, 41.0]) == 240.0
+    assert cost.unseen_resolution(held, seen=set(), scrape_s=5.0, scrapes=[-4.0, 12.0, 17.0, 41.0]) == 0.0
+
+
 def test_disagreement_beyond_resolution() -> None:
     assert cost.beyond_resolution(110.0, 100.0, 20.0) == 0.0
     assert cost.beyond_resolution(150.0, 100.0, 20.0) == pytest.approx(0.3)
