@@ -149,7 +149,8 @@ def command(args: argparse.Namespace) -> int:
 
 
 def check_designed(path: Path) -> int:
-    """Wrong outcomes (a regression) and undecided ones (INCONCLUSIVE: listed apart; beyond
+    """Wrong outcomes (a regression) and undecided ones (INCONCLUSIVE: listed apart, as are designed FAILs that a
+    known race let PASS; beyond
     outcomes.MAX_UNDECIDED_SHARE of the cells the run did not decide) each fail it."""
     record = load_record(path)
     results = [(r.criterion, r.backend, r.outcome) for r in record.results]
@@ -157,6 +158,8 @@ def check_designed(path: Path) -> int:
     undecided = outcomes.undecided(results)
     for line in problems:
         print(f"gpupoc: not as designed: {line}")
+    for line in outcomes.raced(results, outcomes.load_expected()):
+        print(f"gpupoc: as designed, a known race: {line}")
     for line in undecided:
         print(f"gpupoc: not decided (INCONCLUSIVE): {line}")
     too_many = len(undecided) > outcomes.MAX_UNDECIDED_SHARE * max(1, len(results))

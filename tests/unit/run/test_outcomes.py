@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.criteria import AT_MOST, Criterion, Threshold, get, registered
 from harness.core.errors import ConfigError, CriterionViolation, HarnessError, WaitTimeout
-from harness.run.outcomes import ERROR, FAIL, load_expected, unexpected, classify
+from harness.run.outcomes import ERROR, FAIL, DesignedOutcome, load_expected, raced, unexpected, classify
 from harness.record.evidence import Evidence
 from harness.cluster.seam import ApiUnavailable, read_timeout, settled_by_retry, transient_cause
 from harness.targets.target import SIM_FEATURES, features_of
@@ -43,6 +43,16 @@ def test_designed_outcomes_are_data_and_deviations_are_named() -> None:
                        ("training.queue_wait", "kueue", "ERROR")], designed) == [
         "training.queue_fairness [default]: PASS, designed to FAIL",
         "training.queue_wait [kueue]: ERROR, designed to pass"]
+
+
+def test_a_designed_fail_that_a_known_race_decides_may_pass_and_is_named() -> None:
+    designed = [DesignedOutcome("training.priority_preemption", "kueue-volcano", FAIL, "why", "kueue v0", "the race"),
+                DesignedOutcome("training.gang_admission", "default", FAIL, "why", "kubernetes v1")]
+    results = [("training.priority_preemption", "kueue-volcano", "PASS"), ("training.gang_admission", "default", "PASS")]
+    assert unexpected(results, designed) == ["training.gang_admission [default]: PASS, designed to FAIL"]
+    assert raced(results, designed) == ["training.priority_preemption [kueue-volcano]: PASS this run, a designed FAIL "
+                                        "that a race decides: the race"]
+    assert unexpected([("training.priority_preemption", "kueue-volcano", "ERROR")], designed)
 
 
 def test_every_designed_outcome_names_a_registered_criterion() -> None:
