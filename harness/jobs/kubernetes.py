@@ -365,8 +365,8 @@ class Workloads:
     def close(self) -> list[str]:
         """Stop the watches, delete what this test created, wait until gone; return what stayed.
 
-        Gone means their pods and what a controller made for them (Kueue's Workloads, by the job UID
-        label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
+        Gone means the objects, their pods and what a controller made for them (Kueue's Workloads, by the job
+        UID label): a Workload lingering after its job (Kueue's finalizer) would show up in the next test's
         namespace as one of that test's.
         """
         # a case that ended early leaves no node tainted
@@ -403,6 +403,11 @@ class Workloads:
                 chosen = ",".join(uids[start:start + UIDS_PER_SELECTOR])
                 wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
                                     namespace=namespace, label_selector=f"{owned.job_uid_label} in ({chosen})")
+        for namespace, api_version, kind in sorted(self._submitted):  # and the objects themselves: a controller
+            if kind != "Pod":  # still tearing down a burst of them (KubeRay's RayJobs) delays the next test's own
+                wait_gone_or_report(dynamic.resources.get(api_version=api_version, kind=kind).get,
+                                    f"{kind}s of {self.test} in {namespace}", namespace=namespace,
+                                    label_selector=self.selector)
         for tracker in pod_watches:
             tracker.stop(wait=False)
         return leftovers
