@@ -17,6 +17,7 @@ from harness.cluster.inventory import NodeGpus, cross_check, dcgm_gpus, format_i
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.runlock import live_holder
 from harness.core.errors import ConfigError, HarnessError
+from harness.config import accelerators
 from harness.config.workloads import WorkloadSpec
 from harness.setup import preflight, queue_model
 from harness.targets.target import Target, connect
@@ -26,7 +27,8 @@ def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     inventory = commands.add_parser("inventory", help="print the cluster's nodes and GPU inventory")
     target_flags(inventory)
     inventory.add_argument("--probe-namespace", default=None,
-                           help="real clusters: run nvidia-smi in a one-GPU probe Pod per GPU node, in this namespace")
+                           help="real clusters: run the driver's tool (nvidia-smi, amd-smi, npu-smi) in a one-device "
+                                "probe Pod per accelerator node, in this namespace")
     setup = commands.add_parser("setup", help="apply the reference queue model (sim and kind only)")
     target_flags(setup)
     preflight_cmd = commands.add_parser("preflight", help="is the cluster ready and may the runner do what the suites "
@@ -51,13 +53,14 @@ def probe_gpus(target: Target, namespace: str, inventory: list[NodeGpus], timeou
                workloads: WorkloadSpec) -> None:
     real = [g for g in inventory if not g.simulated]
     if not real:
-        print("nvidia-smi probe skipped: every GPU node is simulated (no driver to ask)")
+        print("driver probe skipped: every accelerator node is simulated (no driver to ask)")
         return
     core = client.CoreV1Api(target.api)
     for gpus in real:
-        for name, driver, memory in probe_node(core, namespace, gpus.node, "nvidia.com/gpu", timeout_s, workloads):
+        accelerator = accelerators.named(gpus.accelerator)
+        for name, driver, memory in probe_node(core, namespace, gpus.node, accelerator, timeout_s, workloads):
             agree = "agrees" if driver == gpus.driver_version else f"labels say {gpus.driver_version}"
-            print(f"{gpus.node}: nvidia-smi: {name}, driver {driver} ({agree}), {memory}")
+            print(f"{gpus.node}: {accelerator.probe_tool}: {name}, driver {driver} ({agree}), {memory}")
 
 
 def print_inventory(target: Target, probe_namespace: str | None = None, probe_timeout_s: float = 300,

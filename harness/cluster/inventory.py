@@ -1,11 +1,14 @@
-"""GPU inventory of a cluster, read from the labels GPU Feature Discovery puts on nodes."""
+"""Accelerator inventory of a cluster, read from the labels each accelerator's discovery puts on nodes (GPU Feature
+Discovery for NVIDIA's: harness/config/accelerators.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-GPU_RESOURCE = "nvidia.com/gpu"
+from harness.config.accelerators import DEFAULT, KNOWN, Accelerator, memory_mib
+
 SIMULATED_LABEL = "gpupoc.io/simulated"
 SIMULATED_GPUS_LABEL = "gpupoc.io/simulated-gpus"  # a real kubelet whose devices are simulated (the sim's real nodes)
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # a node kwok plays: no kubelet, no container runs there
@@ -25,35 +28,48 @@ class NodeGpus:
     provider: str
     simulated: bool
     kwok: bool = False  # the node is kwok's (scheduling only); else a real kubelet runs its pods
+    accelerator: str = DEFAULT.name  # harness/config/accelerators.py's name of it
+    resource: str = DEFAULT.resource
 
 
 def _int_or_none(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def node_gpus(node: dict[str, Any]) -> NodeGpus | None:
-    """GPUs of one node (a Node as a dict); None when it has no GPU."""
+def node_gpus(node: dict[str, Any], accelerators: Iterable[Accelerator] = KNOWN.values()) -> NodeGpus | None:
+    """The accelerators of one node (a Node as a dict), read by whichever of `accelerators` it offers (its device
+    plugin's resource, else its discovery's count label); None when it has none."""
     labels = node.get("metadata", {}).get("labels") or {}
     capacity = (node.get("status") or {}).get("capacity") or {}
-    count = _int_or_none(str(capacity.get(GPU_RESOURCE, ""))) or _int_or_none(labels.get("nvidia.com/gpu.count"))
-    if not count:
+    for accelerator in accelerators:
+        found = accelerator.discovery
+        count = _int_or_none(str(capacity.get(accelerator.resource, ""))) or _int_or_none(
+            labels.get(found.count) if found.count else None)
+        if count:
+            break
+    else:
         return None
-    driver = labels.get("nvidia.com/cuda.driver-version.full") or ".".join(
-        labels[k] for k in ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor",
-                            "nvidia.com/cuda.driver.rev") if k in labels)
-    cuda = labels.get("nvidia.com/cuda.runtime-version.full") or ".".join(
-        labels[k] for k in ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor")
-        if k in labels)
-    mig = labels.get("nvidia.com/mig.capable")
+    mig = labels.get(found.mig) if found.mig else None
     return NodeGpus(
-        node=node["metadata"]["name"], model=labels.get("nvidia.com/gpu.product", "unknown"), count=count,
-        memory_mib=_int_or_none(labels.get("nvidia.com/gpu.memory")), driver_version=driver or "unknown",
-        cuda_version=cuda or "unknown", mig_capable=None if mig is None else mig == "true",
-        sharing=labels.get("nvidia.com/gpu.sharing-strategy", "none"),
+        node=node["metadata"]["name"], model=labels.get(found.model, "unknown"), count=count,
+        memory_mib=memory_mib(labels.get(found.memory) if found.memory else None),
+        driver_version=_version(labels, found.driver), cuda_version=_version(labels, found.runtime),
+        mig_capable=None if mig is None else mig == "true",
+        sharing=labels.get(found.sharing, "none") if found.sharing else "none",
         instance_type=labels.get("node.kubernetes.io/instance-type", "unknown"),
         provider=provider_of(node),
         simulated=labels.get(SIMULATED_LABEL) == "true" or labels.get(SIMULATED_GPUS_LABEL) == "true",
-        kwok=KWOK_ANNOTATION in (node.get("metadata", {}).get("annotations") or {}))
+        kwok=KWOK_ANNOTATION in (node.get("metadata", {}).get("annotations") or {}),
+        accelerator=accelerator.name, resource=accelerator.resource)
+
+
+def _version(labels: dict[str, str], alternatives: tuple[tuple[str, ...], ...]) -> str:
+    """The first alternative whose labels are there, its parts joined by dots ("unknown": none is)."""
+    for keys in alternatives:
+        parts = [labels[k] for k in keys if k in labels]
+        if parts:
+            return ".".join(parts)
+    return "unknown"
 
 
 PROVIDERS = {"aws": "AWS", "gce": "Google Cloud", "azure": "Azure", "oci": "Oracle Cloud", "kind": "kind",
@@ -101,18 +117,8 @@ def cross_check(inventory: list[NodeGpus], dcgm: list[DcgmGpu]) -> list[str]:
     return problems
 
 
-def parse_nvidia_smi(csv_text: str) -> list[tuple[str, str, str]]:
-    """Rows of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv`: (name, driver, memory)."""
-    rows = []
-    for line in csv_text.strip().splitlines()[1:]:
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 3:
-            rows.append((parts[0], parts[1], parts[2]))
-    return rows
-
-
-def gpu_inventory(nodes: list[dict[str, Any]]) -> list[NodeGpus]:
-    return [g for n in nodes if (g := node_gpus(n)) is not None]
+def gpu_inventory(nodes: list[dict[str, Any]], accelerators: Iterable[Accelerator] = KNOWN.values()) -> list[NodeGpus]:
+    return [g for n in nodes if (g := node_gpus(n, tuple(accelerators))) is not None]
 
 
 def format_inventory(inventory: list[NodeGpus]) -> str:

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from harness.config import accelerators
+from harness.config.accelerators import DEFAULT, Accelerator
 from harness.criteria import registered
 from harness.config.workloads import (NO_SECURITY_CONTEXT, RESTRICTED, ModelServer, PodDefaults, Sample, Trainer,
                                       WorkloadSpec)
@@ -56,7 +58,7 @@ class Tenant:
 @dataclass(frozen=True)
 class Dra:
     """GPUs claimed through Dynamic Resource Allocation: the DeviceClass jobs claim from, and the driver whose
-    ResourceSlices publish those devices (NVIDIA's DRA driver: gpu.nvidia.com for both)."""
+    ResourceSlices publish those devices (harness/config/accelerators.py names NVIDIA's)."""
 
     device_class: str
     driver: str
@@ -94,12 +96,13 @@ class Topology:
 
 @dataclass(frozen=True)
 class GpuSizes:
-    resource: str
+    resource: str  # the resource jobs ask for: the accelerator's by default
     per_node: int
     job_sizes: dict[str, int]
     dra: Dra | None = None  # None: the cluster's GPUs are claimed by the device plugin's resource only
     autoscaled: AutoscaledPool | None = None  # None: the cluster has no autoscaled GPU pool (or the POC ignores it)
     topology: Topology | None = None  # None: the profile names no topology (the topology case is not checked)
+    accelerator: Accelerator = DEFAULT  # whose device plugin, discovery labels and driver tool (`gpu.accelerator`)
 
 
 @dataclass(frozen=True)
@@ -282,8 +285,8 @@ def _topology(f: _Fields) -> Topology | None:
         raise f.fail("gang_level", f"must be one of the levels ({', '.join(levels)}), got {gang_level!r}")
     selector = f.child("node_labels")
     if not selector.data:
-        raise f.fail("node_labels", "must name a label of the GPU nodes the topology covers (e.g. "
-                     "nvidia.com/gpu.present: \"true\"): Kueue's topology flavor selects its nodes by it")
+        raise f.fail("node_labels", "must name a label of the GPU nodes the topology covers (e.g. the one its "
+                     "topology discovery or GPU operator sets): Kueue's topology flavor selects its nodes by it")
     return Topology(tuple(levels), gang_level, tuple((k, selector.get(k, str)) for k in selector.data))
 
 
@@ -425,7 +428,11 @@ def parse_profile(data: Any, source: str) -> Profile:
     if len(set(names)) != len(names):
         raise f.fail("tenants", f"tenant names must be unique, got {names}")
     gpu = f.child("gpu")
-    gpu.only(("resource", "per_node", "job_sizes", "dra", "autoscaled", "topology"))
+    gpu.only(("accelerator", "resource", "per_node", "job_sizes", "dra", "autoscaled", "topology"))
+    try:
+        accelerator = accelerators.named(gpu.get("accelerator", str, DEFAULT.name))
+    except KeyError as exc:
+        raise gpu.fail("accelerator", str(exc.args[0])) from None
     dra = gpu.optional("dra")
     dra.only(("device_class", "driver"))
     autoscaled = _autoscaled(gpu.optional("autoscaled"))
@@ -439,9 +446,9 @@ def parse_profile(data: Any, source: str) -> Profile:
     inference = f.optional("inference")
     inference.only(("url",))
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
-                   gpu=GpuSizes(gpu.get("resource", str), gpu.get("per_node", int), job_sizes,
+                   gpu=GpuSizes(gpu.get("resource", str, accelerator.resource), gpu.get("per_node", int), job_sizes,
                                 Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None,
-                                autoscaled, _topology(gpu.optional("topology"))),
+                                autoscaled, _topology(gpu.optional("topology")), accelerator),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),

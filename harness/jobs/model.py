@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from harness.config.accelerators import DEFAULT
 from harness.config.profile import Tenant
 from harness.config.workloads import RUN_FOR_ANNOTATION, TRAIN_CONTAINER, Trainer
 from harness.core.errors import ConfigError
@@ -63,7 +64,7 @@ class GangJob:
     tenant: Tenant
     pods: int
     gpus_per_pod: int
-    gpu_resource: str = "nvidia.com/gpu"
+    gpu_resource: str = DEFAULT.resource
     priority_class: str | None = None
     run_for_s: float = DEFAULT_RUN_FOR_S
     max_retries: int = 0          # restarts of the whole job before it is failed

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from harness.config.accelerators import DEFAULT
 from harness.config.profile import Tenant
 from harness.config.workloads import MODEL_ANNOTATION, SERVER_CONTAINER, ModelServer
 
@@ -49,7 +50,7 @@ class ModelService:
     ready_gate: bool = True          # Ready only when the server answers /health (a readiness probe's job)
     max_unavailable: int = 0
     max_surge: int = 1
-    gpu_resource: str = "nvidia.com/gpu"
+    gpu_resource: str = DEFAULT.resource
     publish_not_ready: bool = False  # the Service lists pods before they are Ready (a misconfiguration)
 
     @property

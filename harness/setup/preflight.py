@@ -22,6 +22,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from harness import backends as registry
 from harness.config.options import RunConfig
 from harness.cluster.inventory import gpu_inventory
+from harness.config.accelerators import Accelerator
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
 from harness.setup.references import QUEUE_KINDS, missing_references
@@ -170,21 +171,20 @@ def queue_checks(api: client.ApiClient, cfg: RunConfig, backend: str) -> list[Ch
 
 # --- GPU nodes and Prometheus ----------------------------------------------------------------------------------
 
-def gpu_checks(api: client.ApiClient, resource: str) -> list[Check]:
+def gpu_checks(api: client.ApiClient, resource: str, accelerator: Accelerator) -> list[Check]:
     raw = [api.sanitize_for_serialization(n) for n in client.CoreV1Api(api).list_node().items]
-    inventory = gpu_inventory(raw)
+    inventory = [g for g in gpu_inventory(raw) if g.resource == resource]
     if not inventory:
         return [Check("gpu nodes", f"no node offers {resource}", MISSING,
-                      "install the NVIDIA device plugin (or GPU operator), or point at the GPU cluster",
-                      blocking=True)]
+                      f"install {accelerator.device_plugin}, or point at the GPU cluster", blocking=True)]
     unlabelled = [g.node for g in inventory if g.model in ("", "unknown") or not g.driver_version]
     models = sorted({f"{g.model} x{g.count}" for g in inventory})
     checks = [Check("gpu nodes", f"{len(inventory)} GPU node(s), {sum(g.count for g in inventory)} GPUs "
                     f"({', '.join(models)})", OK)]
     if unlabelled:
         checks.append(Check("gpu nodes", f"no GPU model or driver label on {', '.join(unlabelled[:5])}", WARN,
-                            "deploy GPU Feature Discovery (nvidia.com/gpu.product, nvidia.com/cuda.driver.*) so "
-                            "the record names the GPU and driver"))
+                            f"deploy {accelerator.discovery.tool} ({accelerator.discovery.model}, "
+                            f"{', '.join(accelerator.discovery.driver[0])}) so the record names the GPU and driver"))
     return checks
 
 
@@ -241,7 +241,7 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
     say("preflight: backends and queues")
     try:
         checks += backend_checks(target, cfg, queue_model_kept=not cfg.apply_queue_model)
-        checks += gpu_checks(target.api, cfg.profile.gpu.resource)
+        checks += gpu_checks(target.api, cfg.profile.gpu.resource, cfg.profile.gpu.accelerator)
     except client.ApiException as exc:
         checks.append(Check("api", f"a read the checks need was refused: {exc.status} {exc.reason}", MISSING,
                             "grant the runner its role (`gpupoc rbac`)", blocking=True))

@@ -16,9 +16,10 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from harness.cluster.inventory import SIMULATED_LABEL
+from harness.config.accelerators import NVIDIA
 from harness.sim.config import GpuSpec
 
-DRIVER = DEVICE_CLASS = "gpu.nvidia.com"
+DRIVER = DEVICE_CLASS = str(NVIDIA.dra_driver)  # the sim publishes its GPUs as NVIDIA's DRA driver would
 SELECTOR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'
 
 

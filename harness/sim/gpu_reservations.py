@@ -24,8 +24,9 @@ from kubernetes import client, config, watch
 NAMESPACE = "kai-resource-reservation"
 GROUP_LABEL = "runai-gpu-group"
 UUID_ANNOTATION = "run.ai/reserve_for_gpu_index"
+from harness.config.accelerators import NVIDIA
 from harness.cluster.inventory import SIMULATED_LABEL as SIMULATED_LABEL  # one home: the inventory reads it too
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = NVIDIA.resource  # the sim plays NVIDIA's device plugin
 UUID_NAMESPACE = uuid.UUID("6f1c1a52-7c1e-4c57-9a55-0c1d6e0b7a11")
 WATCH_S = 60
 log = logging.getLogger("gpu-reservations")

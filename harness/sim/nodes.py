@@ -14,13 +14,14 @@ from harness.sim import dra
 from harness.sim.config import GpuSpec
 
 NODE_NAME_PREFIX = "gpu-node-"
+from harness.config.accelerators import NVIDIA
 from harness.cluster.inventory import SIMULATED_LABEL as SIMULATED_LABEL  # one home: the inventory reads it too
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_CPU = "128"
 NODE_MEMORY = "1024Gi"
 NODE_PODS = "110"
 NODE_READY_TIMEOUT_S = 60.0
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = NVIDIA.resource  # the sim plays NVIDIA's device plugin
 # Where each node sits, as NVIDIA's Topograph labels real nodes (profiles/sim.yaml's gpu.topology names the same
 # keys): NODES_PER_LEAF nodes under a leaf switch, LEAVES_PER_SPINE leaves under a spine, each HGX node its own NVLink
 # domain. The reference sim's 4 nodes: one spine, two leaves of two nodes.

@@ -22,6 +22,7 @@ from harness.core.estimate import Estimate, quadrature
 from harness.criteria.governance import cost_attribution as cost
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import CRITERION, Held
+from harness.criteria.governance.monitoring_coverage import ksm_resource
 from harness.criteria.governance.quota import gpus_over_time
 from harness.criteria.training.queue_fairness import Interval
 from harness.config.profile import Profile
@@ -43,14 +44,13 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     container's start to its completion (exact series) or its last scrape seen Running."""
     selector = f'namespace=~"{"|".join(namespaces)}"'
     span = f"{int(time.time() - window[0]) + 2 * STEP_S}s"
-    ksm_resource = resource.replace(".", "_").replace("/", "_")
 
     def per_pod(query: str) -> dict[tuple[str, str], float]:
         samples = prometheus.instant(query)
         return {(s.labels.get("namespace", ""), s.labels.get("pod", "")): s.value for s in samples}
     newest = "max by (namespace, pod) (max_over_time({}{{{}}}[{}]))"
-    gpus = per_pod(newest.format("kube_pod_container_resource_requests", f'resource="{ksm_resource}", {selector}',
-                                 span))
+    requests = f'resource="{ksm_resource(resource)}", {selector}'
+    gpus = per_pod(newest.format("kube_pod_container_resource_requests", requests, span))
     # the container's own start (running), not the pod's (accepted by the node, before its containers start)
     starts = {**per_pod(newest.format("kube_pod_start_time", selector, span)),
               **per_pod(newest.format("kube_pod_container_state_started", selector, span))}

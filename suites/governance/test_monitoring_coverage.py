@@ -16,7 +16,7 @@ from collections.abc import Callable
 from harness.backends import Backend
 from harness.jobs.model import GangJob
 from harness.backends.base import MONITORING
-from harness.criteria.governance.monitoring_coverage import Series, COMMON, CRITERION, GPU_UTILISATION
+from harness.criteria.governance.monitoring_coverage import Series, CRITERION, GPU_UTILISATION, pod_series
 from harness.criteria.governance import monitoring_coverage as coverage
 from harness.jobs.system import JobSystem
 from harness.config.profile import Profile
@@ -72,7 +72,7 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
         ev.expect("max_pending_mismatch", abs(samples[0].value - waiting) if samples else None)
     else:
         ev.not_checked("max_pending_mismatch", f"{backend.name} exports no count of jobs waiting per queue")
-    needed = [*backend.monitoring.series, *(COMMON if backend.monitoring.pods else ())]
+    needed = [*backend.monitoring.series, *(pod_series(profile.gpu.resource) if backend.monitoring.pods else ())]
     if not target.features.simulated_gpus:
         needed.append(GPU_UTILISATION)
     # series of objects just created (kube-state-metrics' of the new pods) show after a scrape or two

@@ -5,7 +5,7 @@ memory (KAI's `gpu-fraction` and `gpu-memory`), 1.5 GPUs in all. Read back from 
 and the nodes wrote it: each pod's BindRequest (the fraction given and the scheduler's device group), the
 reservation pod that holds each group's device (the GPU UUID its node reported: simulated on the sim), and each
 tenant's queue charge (its Queue's status, before and after). The device memory is the GPU Feature Discovery
-label the scheduler reads (nvidia.com/gpu.memory).
+label the scheduler reads (its memory label: harness/config/accelerators.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from harness.targets.target import Target
 from suites.governance.common import queue_gpus, queue_held
 from suites.training.common import LONG_RUN_S, belongs, require
 
-GFD_MEMORY = "nvidia.com/gpu.memory"  # MiB per device (GPU Feature Discovery)
 SIM_SHARING = ("kai-admission", "kai-gpu-reservations")
 
 
@@ -49,10 +48,11 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
     if len(profile.tenants) < 2:
         pytest.skip("the profile has one tenant: sharing between tenants needs two")
     assert isinstance(workloads, Workloads) and backend.queue_usage is not None  # KAI: pods and its Queues
-    memory = device_memory_mib(client.CoreV1Api(workloads.api), profile.gpu.resource)
+    memory_label = profile.gpu.accelerator.discovery.memory  # KAI reads GPU Feature Discovery's
+    memory = device_memory_mib(client.CoreV1Api(workloads.api), profile.gpu.resource, memory_label)
     if memory is None:
-        pytest.skip(f"no GPU node has the {GFD_MEMORY} label (GPU Feature Discovery): KAI cannot place a request "
-                    "by memory")
+        pytest.skip(f"no GPU node has the {memory_label} label ({profile.gpu.accelerator.discovery.tool}): KAI "
+                    "cannot place a request by memory")
     first, second = profile.tenants[:2]
     asks = [(first, GpuShare(0.5)), (first, GpuShare(0.25)), (second, GpuShare(0.5)),
             (second, GpuShare(memory_mib=int(round(memory / 4, -3))))]
@@ -64,7 +64,7 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
     for job in jobs:
         workloads.submit(job)
     ev.note("asked: " + ", ".join(f"{j.name} ({j.tenant.name}) {j.gpu_share}" for j in jobs)
-            + f"; device memory {memory} MiB ({GFD_MEMORY})")
+            + f"; device memory {memory} MiB ({memory_label})")
     if target.features.simulated_gpus:
         ev.note("simulated: the GPU UUIDs are written by the sim's device side (harness/sim/gpu_reservations.py); "
                 "the placement, the fractions given and the queue charges are KAI's own")
@@ -93,11 +93,11 @@ def all_running(jobs: list[GangJob]) -> Callable[[dict[str, dict[str, Any]]], bo
     return done
 
 
-def device_memory_mib(core: client.CoreV1Api, resource: str) -> int | None:
-    """The smallest GPU memory the GPU nodes' GFD label gives (MiB; bytes above 2^20, as KAI reads it)."""
+def device_memory_mib(core: client.CoreV1Api, resource: str, memory_label: str | None) -> int | None:
+    """The smallest GPU memory the GPU nodes' discovery label gives (MiB; bytes above 2^20, as KAI reads it)."""
     values = []
     for node in core.list_node().items:
-        label = (node.metadata.labels or {}).get(GFD_MEMORY)
+        label = (node.metadata.labels or {}).get(memory_label or "")
         if label and label.isdigit() and int((node.status.allocatable or {}).get(resource, "0")) > 0:
             values.append(int(label) if int(label) < 1 << 20 else int(label) >> 20)
     return min(values) if values else None

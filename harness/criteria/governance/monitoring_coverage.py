@@ -5,6 +5,7 @@ the API (jobs waiting per queue)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from harness.criteria import AT_MOST, Criterion, Threshold, register
@@ -32,8 +33,15 @@ CRITERION = register(Criterion(
                " jobs"))))
 
 # Every backend: what kube-state-metrics and a DCGM exporter say about the pods and GPUs themselves.
-COMMON = (Series("GPU requests per pod", 'kube_pod_container_resource_requests{resource="nvidia_com_gpu"}'),
-          Series("pod phases (success, failure)", "kube_pod_status_phase"))
+def ksm_resource(resource: str) -> str:
+    """Pure: an extended resource as kube-state-metrics labels it (dots and slashes to underscores)."""
+    return re.sub(r"[./]", "_", resource)
+
+
+def pod_series(resource: str) -> tuple[Series, ...]:
+    """What kube-state-metrics says of the pods: their requests of the accelerator's resource, their phases."""
+    return (Series("GPU requests per pod", f'kube_pod_container_resource_requests{{resource="{ksm_resource(resource)}"}}'),
+            Series("pod phases (success, failure)", "kube_pod_status_phase"))
 GPU_UTILISATION = Series("GPU utilisation (DCGM)", "DCGM_FI_DEV_GPU_UTIL")
 PRESENT, MISSING, NOT_YET, NOT_SCRAPED, NO_SERIES = (
     "present", "missing", "not checked", "target down", "not exported")

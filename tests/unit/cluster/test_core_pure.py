@@ -10,7 +10,8 @@ import pytest
 
 from harness.config.options import resolve
 from harness.core.errors import ConfigError
-from harness.cluster.inventory import cross_check, dcgm_gpus, gpu_inventory, parse_nvidia_smi, provider_of
+from harness.cluster.inventory import cross_check, dcgm_gpus, gpu_inventory, provider_of
+from harness.config.accelerators import parse_nvidia_smi
 from harness.cluster.manifests import is_ours, labelled, render, label_value_for_test
 from harness.config.profile import load_profile
 from harness.setup.queue_model import queue_model
