@@ -297,7 +297,8 @@ class Capabilities:
         """Its jobs as Kubernetes objects, submitted as the tenant where the profile says so."""
         submitter = target.seam.as_tenant if profile.submit_as == "tenant" else None
         return Workloads(target.api, self, run_id, test_id, profile.timeouts.delete, submitter,
-                         simulated=target.features.simulated_gpus, workload_spec=profile.workloads)
+                         simulated=target.features.simulated_gpus, workload_spec=profile.workloads,
+                         gpu_resource=profile.gpu.resource)
 
     @property
     def queue_system(self) -> str:

@@ -19,7 +19,9 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
 from harness.cluster.apply import apply_objects, dynamic_client
-from harness.jobs.model import GangJob, JobKinds, JobStatus, job_of, pod_state
+from harness.jobs.model import GangJob, JobKinds, JobStatus, MakesJobs, job_of, pod_state
+from harness.jobs.service import ModelService
+from harness.config.accelerators import DEFAULT
 from harness.core.objects import created_at
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
@@ -58,7 +60,7 @@ _ATTEMPTS: dict[tuple[str, str], int] = {}  # (run id, test) -> job systems made
 
 
 @dataclass
-class Workloads:
+class Workloads(MakesJobs):
     api: client.ApiClient
     backend: JobKinds
     run_id: str
@@ -68,6 +70,7 @@ class Workloads:
     submitter: Callable[[Tenant], client.ApiClient] | None = None
     simulated: bool = False  # the target is the sim: a member is failed by kwok's failure stage
     workload_spec: WorkloadSpec = field(default_factory=WorkloadSpec)  # the profile's: what its pods run
+    gpu_resource: str = DEFAULT.resource  # the profile's accelerator: what its jobs' and services' pods ask for
     timeline: Timeline = field(default_factory=Timeline)
     _trackers: dict[tuple[str, str], Tracker] = field(default_factory=dict)
     _submitted: set[tuple[str, str, str]] = field(default_factory=set)  # (namespace, apiVersion, kind)
@@ -88,6 +91,10 @@ class Workloads:
     def __post_init__(self) -> None:
         # the how-manieth job system of this run and test: a case run again (an undecided verdict) gets a new one
         _ATTEMPTS[(self.run_id, self.test)] = self._attempt = _ATTEMPTS.get((self.run_id, self.test), 0) + 1
+
+    def service(self, base: str, tenant: Tenant, **options: Any) -> ModelService:
+        """A model service named for `base`, its servers asking for the profile's accelerator."""
+        return ModelService(self.job_name(base), tenant, gpu_resource=self.gpu_resource, **options)
 
     def job_name(self, base: str) -> str:
         """`base` and a tag of this run, test and attempt: a name is never reused across tests, runs or a case's

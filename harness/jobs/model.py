@@ -126,6 +126,20 @@ class GangJob:
                 "spec": spec}
 
 
+class MakesJobs:
+    """What a case asks its job system for: a gang of the profile's accelerator, named for this run and test (the
+    job systems carry `gpu_resource` from the profile and name jobs their own way)."""
+
+    gpu_resource: str = DEFAULT.resource
+
+    def job_name(self, base: str) -> str:
+        raise NotImplementedError
+
+    def gang(self, base: str, tenant: Tenant, pods: int, gpus_per_pod: int, **options: Any) -> GangJob:
+        """A gang named for `base`, its pods asking for the profile's accelerator."""
+        return GangJob(self.job_name(base), tenant, pods, gpus_per_pod, gpu_resource=self.gpu_resource, **options)
+
+
 @dataclass(frozen=True)
 class JobStatus:
     """A job's state, read from server-side facts, with the server's timestamps where it has them."""

@@ -76,6 +76,10 @@ class JobSystem(Protocol):
         """A name for a job of this test: `base` with a tag of the run and the test (never reused)."""
         ...
 
+    def gang(self, base: str, tenant: Tenant, pods: int, gpus_per_pod: int, **options: Any) -> GangJob:
+        """A gang job of this test named for `base`, asking for the profile's accelerator (model.MakesJobs)."""
+        ...
+
     def fail_member(self, member: dict[str, Any]) -> str:
         """Make a running member fail (a destructive step: the caller has asked for permission); say how."""
         ...

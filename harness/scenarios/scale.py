@@ -153,8 +153,8 @@ class ScaleRun:
 def whole_node_jobs(workloads: Workloads, profile: Profile, spec: ScaleSpec) -> list[GangJob]:
     """`spec.jobs` whole-node jobs, the tenants in turn by their weights (3:1 -> a, a, a, b, ...)."""
     order = [t for t in profile.tenants for _ in range(max(1, round(t.weight)))]
-    return [GangJob(workloads.job_name(f"s{i}"), order[i % len(order)], 1, profile.gpu.per_node,
-                    run_for_s=spec.run_for_s) for i in range(spec.jobs)]
+    return [workloads.gang(f"s{i}", order[i % len(order)], 1, profile.gpu.per_node,
+                           run_for_s=spec.run_for_s) for i in range(spec.jobs)]
 
 
 def run_scenario(workloads: Workloads, profile: Profile, spec: ScaleSpec, nodes_: int,

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from harness.backends import ALL
-from harness.jobs.model import GangJob
 from harness.backends.slurm import SlurmBackend
 from harness.config.options import RunConfig
 from harness.criteria.governance import audit
@@ -71,7 +70,7 @@ def test_audit(target: Target, queue_model: Profile, gpupoc_config: RunConfig, s
                     queue_model.timeouts.delete, target.seam.as_tenant if queue_model.submit_as == "tenant" else None,
                     simulated=True, workload_spec=queue_model.workloads)
     try:
-        job = GangJob(own.job_name("audited"), queue_model.tenants[0], 1, 1, run_for_s=1)
+        job = own.gang("audited", queue_model.tenants[0], 1, 1, run_for_s=1)
         own.submit(job)
         own.jobs(job.tenant.namespace).wait_until("the audited job is created", state_is(own, job, "queued",
                                                   "admitted", "running", "succeeded"), queue_model.timeouts.admit)

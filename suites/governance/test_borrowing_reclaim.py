@@ -81,9 +81,9 @@ def run_borrowing_reclaim(api: client.ApiClient, prometheus: Prometheus, backend
     assert borrower.limit_gpus is not None and backend.queue_usage is not None
     usage, resource = backend.queue_usage, profile.gpu.resource
     size = job_size(profile, borrower)
-    borrowed_jobs = [GangJob(workloads.job_name(f"borrow-{i}"), borrower, 1, size, run_for_s=LONG_RUN_S)
+    borrowed_jobs = [workloads.gang(f"borrow-{i}", borrower, 1, size, run_for_s=LONG_RUN_S)
                      for i in range(borrower.limit_gpus // size)]
-    lent_back = [GangJob(workloads.job_name(f"reclaim-{i}"), lender, 1, size, run_for_s=LONG_RUN_S)
+    lent_back = [workloads.gang(f"reclaim-{i}", lender, 1, size, run_for_s=LONG_RUN_S)
                  for i in range(lender.quota_gpus // size)]
     ev.note(f"{borrower.name} (quota {borrower.quota_gpus}, limit {borrower.limit_gpus}) submits "
             f"{len(borrowed_jobs)} jobs of {size} GPUs while {lender.name} is idle; then {lender.name} submits "

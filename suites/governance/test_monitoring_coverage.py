@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
 from harness.backends.base import MONITORING
 from harness.criteria.governance.monitoring_coverage import Series, CRITERION, GPU_UTILISATION, pod_series
 from harness.criteria.governance import monitoring_coverage as coverage
@@ -51,7 +50,7 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
     size = profile.gpu.per_node
     capacity = gpu_nodes(workloads, profile) * profile.gpu.per_node
     fill = min(capacity, tenant.limit_gpus or capacity) // size
-    jobs = [GangJob(workloads.job_name(f"mon-{i}"), tenant, 1, size, run_for_s=LONG_RUN_S)
+    jobs = [workloads.gang(f"mon-{i}", tenant, 1, size, run_for_s=LONG_RUN_S)
             for i in range(fill + WAITING_JOBS)]
     ev.note(f"{tenant.name} fills the cluster with {fill} jobs of {size} GPUs and queues {WAITING_JOBS} more")
     submit_and_wait_running(workloads, jobs[:fill], f"{tenant.name} fills the cluster", profile.timeouts.admit)

@@ -19,7 +19,6 @@ from dataclasses import replace
 import pytest
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.criteria.governance import queue_classes as classes
 from harness.criteria.governance.queue_classes import CRITERION
@@ -51,11 +50,11 @@ def run_queue_classes(api: Any, workloads: JobSystem, backend: Backend, profile:
     size = profile.gpu.job_sizes.get("medium", profile.gpu.per_node)
     capacity = gpu_nodes(workloads, profile) * profile.gpu.per_node
     priorities = profile.workloads.pod_defaults  # the reference model's priority classes, or the cluster's own
-    training = [GangJob(workloads.job_name(f"train-{i}"), tenant, 1, size, run_for_s=LONG_RUN_S,
-                        priority_class=priorities.low_priority_class) for i in range(capacity // size)]
+    training = [workloads.gang(f"train-{i}", tenant, 1, size, run_for_s=LONG_RUN_S,
+                               priority_class=priorities.low_priority_class) for i in range(capacity // size)]
     developer = replace(tenant, queues={**tenant.queues, backend.queue_system: dev_queue})
-    session = GangJob(workloads.job_name("notebook"), developer, 1, 1, run_for_s=LONG_RUN_S,
-                      priority_class=priorities.high_priority_class, restart_on_failure=False)
+    session = workloads.gang("notebook", developer, 1, 1, run_for_s=LONG_RUN_S,
+                             priority_class=priorities.high_priority_class, restart_on_failure=False)
     ev.note(f"{tenant.name}'s training fills the {capacity} GPUs with {len(training)} jobs of {size} GPUs (low "
             f"priority); then a 1-GPU interactive session (high priority) in its development queue {dev_queue!r}")
     started = time.time()

@@ -17,7 +17,6 @@ from kubernetes import client
 
 from harness.cluster.apply import apply_objects
 from harness.backends import Backend
-from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.config.options import RunConfig
 from harness.criteria.governance import quota
@@ -41,7 +40,7 @@ def run_quota(api: client.ApiClient, workloads: JobSystem, profile: Profile, ev:
     tenant, _ = borrower_and_lender(profile)
     assert tenant.limit_gpus is not None
     size = job_size(profile, tenant)
-    jobs = [GangJob(workloads.job_name(f"quota-{i}"), tenant, 1, size, run_for_s=LONG_RUN_S)
+    jobs = [workloads.gang(f"quota-{i}", tenant, 1, size, run_for_s=LONG_RUN_S)
             for i in range(tenant.limit_gpus // size + 1)]
     within, borrowing, beyond = (jobs[:tenant.quota_gpus // size], jobs[tenant.quota_gpus // size:-1], jobs[-1])
     ev.note(f"{tenant.name} (quota {tenant.quota_gpus}, limit {tenant.limit_gpus} GPUs) submits {len(within)} jobs "

@@ -59,7 +59,7 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
     usage, resource = backend.queue_usage, profile.gpu.resource
     queues = {t.name: t.queues.get(backend.queue_system, "") for t in (first, second)}
     before = {t: queue_held(workloads.api, usage, q, resource) if q else 0.0 for t, q in queues.items()}
-    jobs = [GangJob(workloads.job_name(f"share-{i}"), tenant, 1, 0, run_for_s=LONG_RUN_S, gpu_share=share)
+    jobs = [workloads.gang(f"share-{i}", tenant, 1, 0, run_for_s=LONG_RUN_S, gpu_share=share)
             for i, (tenant, share) in enumerate(asks)]
     for job in jobs:
         workloads.submit(job)

@@ -24,7 +24,6 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
 from harness.backends.base import QUEUE_QUOTA
 from harness.criteria.governance import tenant_isolation as iso
 from harness.criteria.governance.tenant_isolation import ALLOWED, NOT_APPLICABLE, REFUSED, CRITERION
@@ -251,7 +250,7 @@ def test_queue_isolation(target: Target, backend: Backend, workloads: JobSystem,
                        "jobs")
     mine_naming_theirs = Tenant(me.name, me.namespace, me.identity, me.weight, me.quota_gpus,
                                 {**me.queues, backend.queue_system: theirs}, me.context, me.limit_gpus)
-    intruder = GangJob(workloads.job_name("other-queue"), mine_naming_theirs, 1, 1, run_for_s=60)
+    intruder = workloads.gang("other-queue", mine_naming_theirs, 1, 1, run_for_s=60)
     window = queue_model.threshold(CRITERION.id, "held_for_s") + HOLD_PAST_S
     submitted = time.time()
     try:

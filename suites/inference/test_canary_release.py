@@ -19,7 +19,7 @@ from harness.core.estimate import Z, wilson_bounds
 from harness.criteria.inference.canary_release import CONFIDENCE, CRITERION
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.jobs.service import PORT_NAME, ModelService
+from harness.jobs.service import PORT_NAME
 from harness.criteria.inference.service_discovery import published
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
@@ -37,8 +37,8 @@ def canary_run(backend: Backend, workloads: Workloads, profile: Profile, target:
                tmp_path: Path, stable_replicas: int = 3, canary_replicas: int = 1, intended: float = 0.25) -> None:
     require(target, backend, SERVING)
     traffic, gate = traffic_for(target, profile), profile.threshold(CRITERION.id, "canary_error_gate")
-    stable = ModelService(workloads.job_name("llm-canary"), profile.tenants[0], replicas=stable_replicas,
-                          server={"load-time": "1s"})
+    stable = workloads.service("llm-canary", profile.tenants[0], replicas=stable_replicas,
+                               server={"load-time": "1s"})
     canary = stable.but(track="canary", version="v2", replicas=canary_replicas)
     slices = endpoint_slices(workloads, stable)
     deploy(workloads, backend, stable)

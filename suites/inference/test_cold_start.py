@@ -15,7 +15,6 @@ from harness.backends import Backend
 from harness.criteria.inference.cold_start import CRITERION, pod_starts, ready_percentiles
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.jobs.service import ModelService
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVED_MODEL, deploy, of, probe_file, require, route_url, traffic_for, wait_ready
@@ -28,8 +27,8 @@ def cold_start_run(backend: Backend, workloads: Workloads, profile: Profile, tar
                    tmp_path: Path, load_time: str = LOAD_TIME) -> None:
     require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
-    service = ModelService(workloads.job_name("llm-cold"), profile.tenants[0], replicas=REPLICAS,
-                           server={"load-time": load_time})
+    service = workloads.service("llm-cold", profile.tenants[0], replicas=REPLICAS,
+                                server={"load-time": load_time})
     ev.note(f"{REPLICAS} replicas x {service.gpus} GPU; the model loads for {load_time}; probe {traffic.where}.")
     applied_at = time.time()
     deploy(workloads, backend, service)

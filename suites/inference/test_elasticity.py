@@ -36,8 +36,8 @@ def test_elasticity(backend: Backend, workloads: Workloads, queue_model: Profile
     traffic_for(target, queue_model)
     profile, ev = queue_model, evidence(CRITERION.id)
     per_node = profile.gpu.per_node
-    service = ModelService(workloads.job_name("llm-scale"), profile.tenants[0], replicas=1, gpus=per_node,
-                           server={"load-time": "1s"})
+    service = workloads.service("llm-scale", profile.tenants[0], replicas=1, gpus=per_node,
+                                server={"load-time": "1s"})
     deploy(workloads, backend, service)
     wait_ready(workloads, service, 1, profile.timeouts.admit)
     asked = scale(workloads, service, SCALE_TO)
@@ -77,9 +77,8 @@ def autoscale_run(backend: Backend, workloads: Workloads, profile: Profile, targ
     steady load exceeds what even HPA_MAX replicas serve: out to HPA_MAX, no turning back under the load, back to
     one after it."""
     traffic = traffic_for(target, profile)
-    app = workloads.job_name("llm-hpa")
-    service = ModelService(app, profile.tenants[0], replicas=1, model=app,
-                           server={"load-time": "1s", "ttft": "500ms", "max-num-seqs": "1"})
+    service = workloads.service("llm-hpa", profile.tenants[0], replicas=1, model=workloads.job_name("llm-hpa"),
+                                server={"load-time": "1s", "ttft": "500ms", "max-num-seqs": "1"})
     deploy(workloads, backend, service)
     wait_ready(workloads, service, 1, profile.timeouts.admit)
     deployments = workloads.track(service.namespace, "apps/v1", "Deployment")

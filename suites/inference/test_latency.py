@@ -43,9 +43,9 @@ def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target
     if isinstance(generator, str):  # the run's own tool is missing: an ERROR naming it, not a finding
         raise HarnessError(f"the load generator is not there: {generator}")
     limits = profile.thresholds[CRITERION.id]
-    service = ModelService(workloads.job_name("llm-load"), profile.tenants[0], replicas=2,
-                           server={"load-time": "1s", "ttft": "40ms", "itl": "10ms",
-                                   "max-num-seqs": str(max_num_seqs)})
+    service = workloads.service("llm-load", profile.tenants[0], replicas=2,
+                                server={"load-time": "1s", "ttft": "40ms", "itl": "10ms",
+                                "max-num-seqs": str(max_num_seqs)})
     deploy(workloads, backend, service)
     wait_ready(workloads, service, service.replicas, profile.timeouts.admit)
     url = wait_served(workloads, traffic, backend, service, profile.timeouts.admit)

@@ -16,7 +16,7 @@ from harness.backends import Backend
 from harness.criteria.inference.rolling_release import CRITERION, below_note, per_second, seconds_below, success_rate
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.jobs.service import PORT_NAME, ModelService
+from harness.jobs.service import PORT_NAME
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from harness.criteria.inference.service_discovery import published
@@ -32,8 +32,8 @@ def rollout_run(backend: Backend, workloads: Workloads, profile: Profile, target
                 tmp_path: Path, gated: bool = True) -> None:
     require(target, backend, SERVING)
     traffic = traffic_for(target, profile)
-    stable = ModelService(workloads.job_name("llm-roll"), profile.tenants[0], replicas=REPLICAS,
-                          server={"load-time": "1s"})
+    stable = workloads.service("llm-roll", profile.tenants[0], replicas=REPLICAS,
+                               server={"load-time": "1s"})
     new = stable.but(version="v2", ready_gate=gated)
     slices = endpoint_slices(workloads, stable)
     deploy(workloads, backend, stable)

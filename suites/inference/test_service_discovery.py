@@ -16,7 +16,7 @@ from harness.backends import Backend
 from harness.criteria.inference.service_discovery import CRITERION, Convergence, expected, published
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
-from harness.jobs.service import PORT_NAME, ModelService
+from harness.jobs.service import PORT_NAME
 from harness.targets.target import Target
 from harness.jobs.kubernetes import Workloads
 from suites.inference.common import SERVING, deploy, endpoint_slices, of, require, scale, traffic_for, wait_ready
@@ -28,8 +28,8 @@ def discovery_run(backend: Backend, workloads: Workloads, profile: Profile, targ
                   publish_not_ready: bool = False, load_time: str = "2s") -> None:
     require(target, backend, SERVING)
     traffic_for(target, profile)
-    service = ModelService(workloads.job_name("llm-disc"), profile.tenants[0], replicas=1,
-                           server={"load-time": load_time}, publish_not_ready=publish_not_ready)
+    service = workloads.service("llm-disc", profile.tenants[0], replicas=1,
+                                server={"load-time": load_time}, publish_not_ready=publish_not_ready)
     pods, slices = workloads.pods(service.namespace), endpoint_slices(workloads, service)
     convergence, started = Convergence(), time.time()
 

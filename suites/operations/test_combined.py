@@ -44,7 +44,7 @@ def test_combined(target: Target, backend: Backend, workloads: JobSystem, queue_
 def combined_run(backend: Backend, workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
     count = gpu_nodes(workloads, profile) // NODES_PER_JOB + 1  # one job more than the cluster holds
-    jobs = [GangJob(workloads.job_name(f"combined-{i}"), tenant, NODES_PER_JOB, per_node, run_for_s=RUN_FOR_S)
+    jobs = [workloads.gang(f"combined-{i}", tenant, NODES_PER_JOB, per_node, run_for_s=RUN_FOR_S)
             for i in range(count)]
     ev.note(f"{count} jobs of {NODES_PER_JOB} pods x {per_node} GPUs for {tenant.name}, one more than the "
             f"cluster holds; each runs {RUN_FOR_S:g} s")
@@ -114,13 +114,13 @@ def preempting_an_enqueued_job(backend: Backend, workloads: JobSystem, profile: 
     PodGroup Inqueue) and tried."""
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
     classes = profile.workloads.pod_defaults
-    fillers = [GangJob(workloads.job_name(f"fill-{i}"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
-                       priority_class=classes.low_priority_class)
+    fillers = [workloads.gang(f"fill-{i}", tenant, 1, per_node, run_for_s=LONG_RUN_S,
+                              priority_class=classes.low_priority_class)
                for i in range(gpu_nodes(workloads, profile) - 1)]
-    stuck = GangJob(workloads.job_name("unplaceable"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
-                    priority_class=classes.low_priority_class, node_selector={UNPLACEABLE_LABEL: "true"})
-    urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, run_for_s=LONG_RUN_S,
-                     priority_class=classes.high_priority_class)
+    stuck = workloads.gang("unplaceable", tenant, 1, per_node, run_for_s=LONG_RUN_S,
+                           priority_class=classes.low_priority_class, node_selector={UNPLACEABLE_LABEL: "true"})
+    urgent = workloads.gang("urgent", tenant, 1, per_node, run_for_s=LONG_RUN_S,
+                            priority_class=classes.high_priority_class)
     queued, pods = workloads.jobs(tenant.namespace), workloads.members(tenant.namespace)
     for job in fillers:
         workloads.submit(job)

@@ -141,7 +141,7 @@ def multicluster_run(target: Target, workloads: JobSystem, profile: Profile, wor
     ev.note(f"{len(workers)} worker clusters ({', '.join(f'{n}: {g} GPUs' for n, g in gpus.items())}) joined to the "
             f"manager's queue {QUEUE} (their GPUs together: {sum(gpus.values())})"
             + ("; their kubeconfigs name the CA by path (misconfigured on purpose)" if ca_by_path else ""))
-    jobs = [GangJob(workloads.job_name(f"mc-{t.name}"), t, 1, per_node, run_for_s=RUN_FOR_S) for t in tenants]
+    jobs = [workloads.gang(f"mc-{t.name}", t, 1, per_node, run_for_s=RUN_FOR_S) for t in tenants]
     watch = Watch(workers, jobs)
     try:
         measure(target, workloads, profile, watch, take_away, jobs, ev)

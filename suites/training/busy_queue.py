@@ -45,7 +45,7 @@ class BusyQueue:
         self.steady_tenant, self.busy = self.profile.tenants[-1], self.profile.tenants[0]
 
         def whole_node(name: str, tenant: Tenant) -> GangJob:
-            return GangJob(self.workloads.job_name(f"{self.prefix}-{name}"), tenant, 1, per_node, run_for_s=LONG_RUN_S)
+            return self.workloads.gang(f"{self.prefix}-{name}", tenant, 1, per_node, run_for_s=LONG_RUN_S)
 
         self.steady = whole_node("steady", self.steady_tenant)
         self.fillers = [whole_node(f"fill-{i}", self.busy) for i in range(nodes - 1)]

@@ -52,9 +52,8 @@ def require_sample(target: Target, backend: Backend, profile: Profile) -> None:
 
 def sample_job(workloads: JobSystem, profile: Profile, base: str, tenant: Tenant, node: str = "") -> GangJob:
     sample = profile.workloads.sample
-    return GangJob(workloads.job_name(base), tenant, 1, sample.gpus, gpu_resource=profile.gpu.resource,
-                   max_retries=RETRIES, container=SAMPLE_CONTAINER,
-                   node_selector={HOSTNAME_LABEL: node} if node else {})
+    return workloads.gang(base, tenant, 1, sample.gpus, max_retries=RETRIES, container=SAMPLE_CONTAINER,
+                          node_selector={HOSTNAME_LABEL: node} if node else {})
 
 
 def run_sample(workloads: JobSystem, profile: Profile, job: GangJob, kill_at_step: int = 0) -> SampleRun:

@@ -48,8 +48,8 @@ def test_capacity_elasticity(target: Target, backend: Backend, workloads: JobSys
                     "gpupoc sim up --schedulers ...,karpenter")
     assert isinstance(workloads, Workloads)  # a backend with AUTOSCALING runs its jobs on Kubernetes
     tenant = profile.tenants[0]
-    job = GangJob(workloads.job_name("elastic"), tenant, pool.nodes, profile.gpu.per_node, run_for_s=LONG_RUN_S,
-                  node_selector=pool.node_selector, tolerations=pool.tolerations)
+    job = workloads.gang("elastic", tenant, pool.nodes, profile.gpu.per_node, run_for_s=LONG_RUN_S,
+                         node_selector=pool.node_selector, tolerations=pool.tolerations)
     if tenant.limit_gpus is not None and job.gpus > tenant.limit_gpus:
         pytest.skip(f"a job of {pool.nodes} whole nodes ({job.gpus} GPUs) is beyond {tenant.name}'s limit of "
                     f"{tenant.limit_gpus}: lower gpu.autoscaled.nodes")

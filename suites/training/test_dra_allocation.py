@@ -55,8 +55,8 @@ def test_dra_allocation(target: Target, backend: Backend, workloads: JobSystem, 
             f"claimed from DeviceClass {dra.device_class}; {tenant.name} may hold {limit}")
 
     def jobs(base: str, who: Tenant, count: int) -> list[GangJob]:
-        return [GangJob(workloads.job_name(f"{base}-{i}"), who, PODS_PER_JOB, size, run_for_s=LONG_RUN_S,
-                        device_class=dra.device_class) for i in range(count)]
+        return [workloads.gang(f"{base}-{i}", who, PODS_PER_JOB, size, run_for_s=LONG_RUN_S,
+                               device_class=dra.device_class) for i in range(count)]
 
     within = jobs("dra", tenant, limit // per_job)
     placed = claimed(workloads, profile, ev, within)

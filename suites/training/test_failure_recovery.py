@@ -44,8 +44,8 @@ def job_running(workloads: JobSystem, job: GangJob, timeout_s: float) -> None:
 def run_recovery(workloads: JobSystem, profile: Profile, ev: Evidence,
                  restart_on_failure: bool = True, retries: int = RETRIES) -> None:
     tenant = profile.tenants[0]
-    job = GangJob(workloads.job_name("recover"), tenant, PODS, 1, run_for_s=RUN_S, max_retries=retries,
-                  restart_on_failure=restart_on_failure)
+    job = workloads.gang("recover", tenant, PODS, 1, run_for_s=RUN_S, max_retries=retries,
+                         restart_on_failure=restart_on_failure)
     started = time.time()
     workloads.submit(job)
     pods = workloads.members(tenant.namespace)
@@ -101,8 +101,8 @@ def test_exhausted_retries_are_reported_as_failed(target: Target, backend: Backe
     require(target, backend, JOBS_COMPLETE)
     destructive("fail a pod of a running job")
     tenant = queue_model.tenants[0]
-    job = GangJob(workloads.job_name("no-retry"), tenant, PODS, 1, run_for_s=RUN_S * 4, max_retries=0,
-                  restart_on_failure=False)
+    job = workloads.gang("no-retry", tenant, PODS, 1, run_for_s=RUN_S * 4, max_retries=0,
+                         restart_on_failure=False)
     workloads.submit(job)
     pods = workloads.members(tenant.namespace)
     pods.wait_until("pods running", lambda o: len(running(o, job)) == PODS, queue_model.timeouts.run)

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
 from harness.criteria.training.gang_admission import CRITERION, GangWatch
 from harness.config.profile import Profile
 from harness.record.evidence import Evidence
@@ -27,8 +26,8 @@ def test_gang_admission(backend: Backend, workloads: JobSystem, queue_model: Pro
     profile, ev = queue_model, evidence(CRITERION.id)
     lender, owner = profile.tenants[-1], profile.tenants[0]
     per_node, nodes = profile.gpu.per_node, gpu_nodes(workloads, profile)
-    filler = GangJob(workloads.job_name("gang-filler"), lender, pods=1, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
-    gang = GangJob(workloads.job_name("gang"), owner, pods=nodes, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
+    filler = workloads.gang("gang-filler", lender, pods=1, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
+    gang = workloads.gang("gang", owner, pods=nodes, gpus_per_pod=per_node, run_for_s=LONG_RUN_S)
     ev.note(f"{nodes} nodes x {per_node} GPUs; a filler of {per_node} GPUs leaves {(nodes - 1) * per_node} free; "
             f"the gang needs {gang.gpus} ({gang.pods} pods x {per_node}).")
     started = time.time()

@@ -38,7 +38,7 @@ def test_packing(backend: Backend, workloads: JobSystem, queue_model: Profile,
                     "many nodes")
     nodes, per_node = gpu_nodes(workloads, profile), profile.gpu.per_node
     capacity, owner = nodes * per_node, profile.tenants[0]
-    jobs = [GangJob(workloads.job_name(f"pack-{i}"), owner, pods=pods, gpus_per_pod=gpus, run_for_s=JOB_S)
+    jobs = [workloads.gang(f"pack-{i}", owner, pods=pods, gpus_per_pod=gpus, run_for_s=JOB_S)
             for i, (pods, gpus) in enumerate(burst(nodes, per_node))]
     largest = max(jobs, key=lambda job: (job.gpus, job.pods)).name  # the most GPUs, then pods
     gangs: dict[str, Gang] = {}

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 
 from harness.backends import Backend
-from harness.jobs.model import GangJob
 from harness.backends.base import PREEMPTION_COUNTER
 from harness.criteria.training.priority_preemption import CRITERION, VICTIM_PODS, VICTIM_WORKLOADS, api_count
 from harness.core.errors import WaitTimeout
@@ -34,11 +33,11 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
                    prometheus: Prometheus, ev: Evidence) -> None:
     tenant, per_node = profile.tenants[0], profile.gpu.per_node
     priorities = profile.workloads.pod_defaults  # the reference model's priority classes, or the cluster's own
-    fillers = [GangJob(workloads.job_name(f"low-{i}"), tenant, 1, per_node,
-                       priority_class=priorities.low_priority_class, run_for_s=LONG_RUN_S, max_retries=6)
+    fillers = [workloads.gang(f"low-{i}", tenant, 1, per_node,
+                              priority_class=priorities.low_priority_class, run_for_s=LONG_RUN_S, max_retries=6)
                for i in range(gpu_nodes(workloads, profile))]
-    urgent = GangJob(workloads.job_name("urgent"), tenant, 1, per_node, priority_class=priorities.high_priority_class,
-                     run_for_s=LONG_RUN_S)
+    urgent = workloads.gang("urgent", tenant, 1, per_node, priority_class=priorities.high_priority_class,
+                            run_for_s=LONG_RUN_S)
     counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.features)
     preemption = backend.preemption_counter()
     before = counter(prometheus, preemption.promql) if preemption and not counter_lacking else 0.0

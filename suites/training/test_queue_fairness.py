@@ -63,7 +63,7 @@ def run_fairness(workloads: JobSystem, profile: Profile, ev: Evidence) -> None:
     names = [t.name for t in profile.tenants]
     count = {t.name: (OVERSUBSCRIPTION if t is early else LATE_OVERSUBSCRIPTION) * capacity // size
              for t in profile.tenants}
-    jobs = {t.name: [GangJob(workloads.job_name(f"fair-{t.name}-{i}"), t, 1, size, run_for_s=JOB_RUN_S)
+    jobs = {t.name: [workloads.gang(f"fair-{t.name}-{i}", t, 1, size, run_for_s=JOB_RUN_S)
                      for i in range(count[t.name])]
             for t in profile.tenants}
     ev.note(f"{early.name} queues {count[early.name]} jobs of {size} GPUs ({JOB_RUN_S:g}s each) against {capacity} "
@@ -158,7 +158,7 @@ def contend_ranked(workloads: JobSystem, backend: Backend, profile: Profile) -> 
     contention_s = RANKING_PERIODS * period_s
     count = {t.name: (math.ceil(contention_s / RANKED_JOB_RUN_S) + 1) * (min(capacity, t.limit_gpus or capacity) // size)
              for t in profile.tenants}  # each could run alone, up to its limit, for the whole contention
-    jobs = {t.name: [GangJob(workloads.job_name(f"fair-{t.name}-{i}"), t, 1, size, run_for_s=RANKED_JOB_RUN_S)
+    jobs = {t.name: [workloads.gang(f"fair-{t.name}-{i}", t, 1, size, run_for_s=RANKED_JOB_RUN_S)
                      for i in range(count[t.name])] for t in profile.tenants}
     started = time.time()
     for i in range(max(count.values())):

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from harness.backends import Backend
 from harness.core.estimate import percentile
-from harness.jobs.model import GangJob
 from harness.backends.base import JOBS_COMPLETE, WAIT_HISTOGRAM, WaitHistogram
 from harness.criteria.training.queue_wait import (CRITERION, Buckets, WaitSummary, bucket_delta, bucket_quantile,
                                                   disagreement, summarize)
@@ -74,7 +73,7 @@ def test_queue_wait(target: Target, backend: Backend, workloads: JobSystem,
                 scraped_after(prometheus, histogram, time.time(), profile.timeouts.metric, required=False))
     per_node = profile.gpu.per_node
     per_queue = WAVES * gpu_nodes(workloads, profile) // len(profile.tenants)
-    jobs = {t.name: [GangJob(workloads.job_name(f"wait-{t.name}-{i}"), t, 1, per_node, run_for_s=JOB_RUN_S)
+    jobs = {t.name: [workloads.gang(f"wait-{t.name}-{i}", t, 1, per_node, run_for_s=JOB_RUN_S)
                      for i in range(per_queue)]
             for t in profile.tenants}
     started = time.time()

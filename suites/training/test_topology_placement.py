@@ -74,12 +74,12 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     # the lender's, the others the gang's own tenant's: no tenant over its quota, so a scheduler that reclaims
     # (KAI, Volcano) frees no domain for the gang early
     fill = {domain: nodes[:len(nodes) - size + 1] for domain, nodes in domains.items()}
-    fillers = {domain: [GangJob(workloads.job_name(f"topo-filler-{i}-{j}"), lender if i == 0 else owner, pods=1,
-                                gpus_per_pod=per_node, run_for_s=LONG_RUN_S, node_selector={HOSTNAME: node})
+    fillers = {domain: [workloads.gang(f"topo-filler-{i}-{j}", lender if i == 0 else owner, pods=1,
+                                       gpus_per_pod=per_node, run_for_s=LONG_RUN_S, node_selector={HOSTNAME: node})
                         for j, node in enumerate(nodes)] for i, (domain, nodes) in enumerate(fill.items())}
     placement = Placement(level, required=True, tier=topology.tier(level))
-    gang = GangJob(workloads.job_name("topo-gang"), owner, pods=size, gpus_per_pod=per_node, run_for_s=LONG_RUN_S,
-                   placement=placement, max_retries=GANG_RETRIES)
+    gang = workloads.gang("topo-gang", owner, pods=size, gpus_per_pod=per_node, run_for_s=LONG_RUN_S,
+                          placement=placement, max_retries=GANG_RETRIES)
     free = sum(len(nodes) - len(fill[d]) for d, nodes in domains.items())
     ev.note(f"{len(domains)} domains of {level}: " + "; ".join(f"{d}: {', '.join(n)}" for d, n in domains.items()))
     ev.note(f"fillers (the first domain's of {lender.name}, the others' of {owner.name}) leave {size - 1} node(s) "
@@ -152,8 +152,8 @@ def test_topology_placement(backend: Backend, target: Target, workloads: JobSyst
     else:
         free_now = {d: len(nodes) - (0 if d == freed_domain else len(fill[d])) for d, nodes in domains.items()}
         fewest = fewest_domains(free_now, size)
-        preferring = GangJob(workloads.job_name("topo-prefer"), owner, pods=size, gpus_per_pod=per_node,
-                             run_for_s=LONG_RUN_S, placement=Placement(level, required=False, tier=placement.tier))
+        preferring = workloads.gang("topo-prefer", owner, pods=size, gpus_per_pod=per_node, run_for_s=LONG_RUN_S,
+                                    placement=Placement(level, required=False, tier=placement.tier))
         second = PlacementWatch(size, domain_of)
         second.free_a_domain()
 
@@ -254,8 +254,8 @@ def small_jobs_stream(workloads: JobSystem, profile: Profile, backend: Backend, 
     count = min(len(nodes) for nodes in domains.values()) * per_node // SMALL_JOB_GPUS
     prefer = Placement(placement.level, required=False, tier=placement.tier) if backend.preferred_topology else None
     pods = workloads.members(owner.namespace)
-    stream = [GangJob(workloads.job_name(f"topo-small-{i}"), owner, pods=1, gpus_per_pod=SMALL_JOB_GPUS,
-                      run_for_s=LONG_RUN_S, placement=prefer) for i in range(count)]
+    stream = [workloads.gang(f"topo-small-{i}", owner, pods=1, gpus_per_pod=SMALL_JOB_GPUS,
+                             run_for_s=LONG_RUN_S, placement=prefer) for i in range(count)]
     for job in stream:
         workloads.submit(job)
     pods.wait_until(f"the {count} small jobs bound", all_bound(stream), profile.timeouts.admit)

@@ -39,7 +39,7 @@ def resize_run(target: Target, backend: Backend, workloads: Workloads, profile: 
     """`max_workers`: the most the worker group allows (below TO_WORKERS: a misconfiguration)."""
     require(target, backend, ELASTIC_WORKERS)
     tenant = profile.tenants[0]
-    job = GangJob(workloads.job_name("ray-elastic"), tenant, 1 + FROM_WORKERS, 1, run_for_s=LONG_RUN_S)
+    job = workloads.gang("ray-elastic", tenant, 1 + FROM_WORKERS, 1, run_for_s=LONG_RUN_S)
     elastic = backend.elastic(job, max_workers)
     assert elastic is not None  # ELASTIC_WORKERS says so
     pods = workloads.pods(tenant.namespace)

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.jobs.model import FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, pod_state
+from harness.jobs.model import (FAILED, JOB_LABEL, PREEMPTED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, MakesJobs,
+                                 pod_state)
 from harness.core.objects import parse_time
 from harness.criteria.governance.audit import Entry, Submitted
 from harness.criteria.governance.cost_attribution import Held
@@ -371,7 +372,7 @@ class PollSource:
             time.sleep(POLL_S)
 
 
-class SlurmJobs:
+class SlurmJobs(MakesJobs):
     """harness.jobs.JobSystem on Slurm: what a training or governance case asks of the system running its jobs."""
 
     def __init__(self, rest: SlurmRest, run_id: str, test_id: str, accounts: dict[str, str],
@@ -489,7 +490,7 @@ class SlurmJobs:
     def cross_tenant_attempts(self, me: Tenant, other: Tenant) -> list[Attempt]:
         """As `me`'s user through slurmrestd: read, hold, shorten, move to its own account and cancel a job of
         `other`'s user (refused), then read and comment a job of its own (allowed)."""
-        theirs, own = (GangJob(self.job_name(f"iso-{t.name}"), t, 1, 1, run_for_s=600) for t in (other, me))
+        theirs, own = (self.gang(f"iso-{t.name}", t, 1, 1, run_for_s=600) for t in (other, me))
         for job in (theirs, own):
             self.submit(job)
         their_id, own_id = self._ids[theirs.name], self._ids[own.name]
