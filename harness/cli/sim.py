@@ -7,6 +7,7 @@ import argparse
 from kubernetes import client
 
 from harness.cli.common import OneLineParser
+from harness.config.accelerators import DEFAULT, KNOWN
 from harness.core.errors import ConfigError, HarnessError
 from harness.targets import sim as the_sim
 from harness.targets.sim import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
@@ -20,11 +21,13 @@ def _gpu_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory-mib", type=int, default=None)
     parser.add_argument("--driver-version", default=DEFAULT_DRIVER_VERSION)
     parser.add_argument("--cuda-version", default=DEFAULT_CUDA_VERSION)
+    parser.add_argument("--accelerator", default=DEFAULT.name, choices=sorted(KNOWN),
+                        help="whose device plugin and discovery labels the nodes stand in for (simulated)")
 
 
 def _gpu_spec(args: argparse.Namespace) -> GpuSpec:
     return GpuSpec(count=args.gpus_per_node, product=args.gpu_product, memory_mib=args.gpu_memory_mib,
-                   driver_version=args.driver_version, cuda_version=args.cuda_version)
+                   driver_version=args.driver_version, cuda_version=args.cuda_version, accelerator=args.accelerator)
 
 
 def add_commands(commands: argparse._SubParsersAction[OneLineParser]) -> None:
@@ -109,6 +112,9 @@ def command(args: argparse.Namespace) -> int:
             the_sim.build(args.components, with_optional=args.with_optional)
             return 0
         case "up":
+            if args.accelerator != DEFAULT.name:  # its DRA driver, Karpenter pool and real nodes play NVIDIA's
+                raise ConfigError(f"sim up plays {DEFAULT.vendor}'s GPUs; add {args.accelerator} nodes beside them "
+                                  f"with: gpupoc sim nodes add --count N --accelerator {args.accelerator}")
             the_sim.up(SimConfig(nodes=args.nodes, gpu=_gpu_spec(args), schedulers=parse_schedulers(args.schedulers),
                                  serving=args.serving, real_nodes=args.real_nodes))
             return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from harness.config.accelerators import DEFAULT, KNOWN
 from harness.core.errors import ConfigError
 
 DEFAULT_NODES = 4
@@ -32,25 +33,34 @@ GPU_MODELS: dict[str, GpuModel] = {
     "NVIDIA-H200": GpuModel("hopper", 143771, (9, 0), True),
     "NVIDIA-A100-SXM4-80GB": GpuModel("ampere", 81920, (8, 0), True),
     "NVIDIA-L4": GpuModel("ada-lovelace", 23034, (8, 9), False),
+    # not NVIDIA's (harness/config/accelerators.py): what their discovery labels report
+    "Instinct_MI300X": GpuModel("AI", 196608, (9, 4), False),
+    "910B3": GpuModel("Ascend910", 65536, (0, 0), False),
 }
 UNKNOWN_GPU = GpuModel("unknown", 0, (0, 0), False)
 
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """The GPUs of one simulated node, as GPU Feature Discovery would label them."""
+    """The accelerators of one simulated node, as their discovery would label them (GPU Feature Discovery's for
+    NVIDIA's; harness/config/accelerators.py)."""
 
     count: int = DEFAULT_GPUS_PER_NODE
     product: str = DEFAULT_GPU_PRODUCT
     driver_version: str = DEFAULT_DRIVER_VERSION
     cuda_version: str = DEFAULT_CUDA_VERSION
     memory_mib: int | None = None  # None: the model's known memory
+    accelerator: str = DEFAULT.name  # whose device plugin and discovery the node stands in for
 
     def __post_init__(self) -> None:
         if self.count < 1:
             raise ConfigError(f"--gpus-per-node must be at least 1 for GPU product {self.product}, got {self.count}")
         if " " in self.product or not self.product:
             raise ConfigError(f"--gpu-product {self.product!r}: use GFD form with dashes, e.g. {DEFAULT_GPU_PRODUCT}")
+        if self.accelerator not in KNOWN:
+            raise ConfigError(f"--accelerator {self.accelerator!r}: one of {', '.join(KNOWN)}")
+        if self.accelerator != DEFAULT.name:
+            return  # another vendor's driver versions have forms of their own ("24.1.rc2")
         if len(self.driver_version.split(".")) != 3 or not self.driver_version.replace(".", "").isdigit():
             raise ConfigError(f"--driver-version {self.driver_version!r}: expected MAJOR.MINOR.REVISION, e.g. 550.90.07")
         if len(self.cuda_version.split(".")) != 2 or not self.cuda_version.replace(".", "").isdigit():

@@ -14,7 +14,7 @@ from harness.sim import dra
 from harness.sim.config import GpuSpec
 
 NODE_NAME_PREFIX = "gpu-node-"
-from harness.config.accelerators import NVIDIA
+from harness.config.accelerators import NVIDIA, named
 from harness.cluster.inventory import SIMULATED_LABEL as SIMULATED_LABEL  # one home: the inventory reads it too
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_CPU = "128"
@@ -62,13 +62,28 @@ def topology_labels(name: str) -> dict[str, str]:
     return {SPINE: f"spine-{leaf // LEAVES_PER_SPINE}", LEAF: f"leaf-{leaf}", ACCELERATOR: f"nvl-{index}"}
 
 
+def discovery_labels(gpu: GpuSpec) -> dict[str, str]:
+    """The node labels the accelerator's discovery sets: GPU Feature Discovery's whole set for NVIDIA's, the model,
+    memory and driver for another vendor's (harness/config/accelerators.py names them)."""
+    accelerator = named(gpu.accelerator)
+    if accelerator is NVIDIA:
+        return gfd_labels(gpu)
+    found = accelerator.discovery
+    labels = {found.model: gpu.product, found.driver[0][0]: gpu.driver_version}
+    if found.memory:
+        labels[found.memory] = f"{gpu.memory // 1024}G"  # the size the AMD labeller and Ascend's plugin write
+    if found.count:
+        labels[found.count] = str(gpu.count)
+    return labels
+
+
 def node_manifest(name: str, gpu: GpuSpec) -> dict[str, Any]:
     """A Node the kwok controller manages, with capacity that survives its initialize stage."""
     resources = {"cpu": NODE_CPU, "memory": NODE_MEMORY, "pods": NODE_PODS,
-                 "ephemeral-storage": "10Ti", GPU_RESOURCE: str(gpu.count)}
+                 "ephemeral-storage": "10Ti", named(gpu.accelerator).resource: str(gpu.count)}
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
               "node.kubernetes.io/instance-type": f"sim-{gpu.product.lower()}-x{gpu.count}",
-              "type": "kwok", SIMULATED_LABEL: "true", **gfd_labels(gpu), **topology_labels(name)}
+              "type": "kwok", SIMULATED_LABEL: "true", **discovery_labels(gpu), **topology_labels(name)}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
@@ -98,7 +113,7 @@ def add_nodes(core: client.CoreV1Api, count: int, gpu: GpuSpec, dra_devices: boo
     dra.py; the scale scenario's thousand nodes go without)."""
     names = next_node_names(simulated_node_names(core), count)
     created = [core.create_node(node_manifest(name, gpu)) for name in names]
-    if dra_devices:
+    if dra_devices and gpu.accelerator == NVIDIA.name:  # the sim plays NVIDIA's DRA driver only
         dra.publish(core.api_client, [(n.metadata.name, n.metadata.uid) for n in created], gpu)
     return names
 

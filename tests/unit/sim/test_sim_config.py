@@ -29,6 +29,9 @@ def exit_code(argv: list[str]) -> int | str | None:
     (["sim", "up", "--gpu-product", "NVIDIA H100"], "GFD form with dashes"),
     (["sim", "up", "--nodes", "four"], "invalid int value: 'four'"),
     (["sim", "up", "--unknown"], "unrecognized arguments: --unknown"),
+    (["sim", "up", "--accelerator", "ascend"], "sim up plays NVIDIA's GPUs; add ascend nodes beside them with: "
+                                               "gpupoc sim nodes add --count N --accelerator ascend"),
+    (["sim", "up", "--accelerator", "tpu"], "invalid choice: 'tpu'"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_code(argv) == 2
@@ -62,6 +65,20 @@ def test_inventory_reads_back_what_the_node_manifest_says() -> None:
     [gpus] = gpu_inventory([node_manifest("gpu-node-0", GpuSpec())])
     assert (gpus.model, gpus.count, gpus.memory_mib, gpus.driver_version, gpus.cuda_version, gpus.simulated) == \
         ("NVIDIA-H100-80GB-HBM3", 8, 81559, "550.90.07", "12.4", True)
+
+
+def test_a_mixed_sim_is_read_whole_each_node_by_its_own_accelerator() -> None:
+    """NVIDIA's nodes beside Ascend's and AMD's: each with its vendor's resource and discovery labels, read back."""
+    read = gpu_inventory([node_manifest("gpu-node-0", GpuSpec()),
+                          node_manifest("gpu-node-1", GpuSpec(product="910B3", driver_version="24.1.rc2",
+                                                              accelerator="ascend")),
+                          node_manifest("gpu-node-2", GpuSpec(count=4, product="Instinct_MI300X",
+                                                              driver_version="6.10.5", accelerator="amd"))])
+    assert [(g.accelerator, g.resource, g.model, g.count, g.memory_mib, g.driver_version, g.simulated)
+            for g in read] == [
+        ("nvidia", "nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3", 8, 81559, "550.90.07", True),
+        ("ascend", "huawei.com/Ascend910", "910B3", 8, 65536, "24.1.rc2", True),
+        ("amd", "amd.com/gpu", "Instinct_MI300X", 4, 196608, "6.10.5", True)]
 
 
 def test_inventory_skips_nodes_without_gpus() -> None:
