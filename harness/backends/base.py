@@ -72,10 +72,13 @@ class Releases:
 
 @dataclass(frozen=True)
 class PreemptionCounter:
-    """The scheduler's own preemption count, and the unit it counts in (pods, workloads or preemptors)."""
+    """The scheduler's own preemption count, and the unit it counts in (pods, workloads or preemptors). A `gauge`
+    says how many its latest preemption took (Volcano's victims), not how many since it started: read from a scrape
+    after the case's one preemption, not as an increase (its promql then a bare series, whose samples' time tells)."""
 
     promql: str
     unit: str
+    gauge: bool = False
 
 
 @dataclass(frozen=True)

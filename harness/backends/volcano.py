@@ -60,7 +60,7 @@ class VolcanoBackend(Capabilities):
                                     "decide it")
     lacking = {GPU_SHARING: "Volcano shares GPUs through its vGPU device plugin (volcano.sh/vgpu-number, vgpu-memory); "
                             "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin"}
-    preemption = PreemptionCounter("sum(volcano_pod_preemption_victims)", "pods")
+    preemption = PreemptionCounter("volcano_pod_preemption_victims", "pods", gauge=True)  # a Gauge in Volcano
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
     controllers = Controllers(("volcano-scheduler",), ("volcano-scheduler",), needs=("volcano-controller-manager",))

@@ -40,7 +40,8 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
                             run_for_s=LONG_RUN_S)
     counter_lacking = backend.lacks(PREEMPTION_COUNTER, target.features)
     preemption = backend.preemption_counter()
-    before = counter(prometheus, preemption.promql) if preemption and not counter_lacking else 0.0
+    before = counter(prometheus, preemption.promql) if preemption and not counter_lacking and not preemption.gauge \
+        else 0.0
     started = time.time()
 
     owned = workloads.owned(tenant.namespace)
@@ -90,6 +91,9 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
                 pods.wait_until("the preempted member seen leaving", lambda _: counted() >= 1, profile.timeouts.metric)
             except WaitTimeout:
                 pass  # the mismatch below says it
+        if preemption.gauge and admitted_s is not None:  # a scrape since the preemption, not an earlier one's value
+            poll(lambda: counter(prometheus, f"max(timestamp({preemption.promql}))"),
+                 lambda at: at > submitted + admitted_s, profile.timeouts.metric)
         metric_count = _metric_delta(prometheus, preemption.promql, before, counted(), profile.timeouts.metric)
         if counted() < metric_count:  # the API's events may trail the scrape: let them arrive
             try:
@@ -97,7 +101,8 @@ def run_preemption(target: Target, backend: Backend, workloads: JobSystem, profi
                     "preemptions seen in the API", lambda _: counted() >= metric_count, profile.timeouts.metric)
             except WaitTimeout:
                 pass  # the mismatch below says it
-        ev.promql.append((preemption.promql, f"{metric_count:g} (before the test: {before:g})"))
+        ev.promql.append((preemption.promql, f"{metric_count:g} (a gauge: its latest preemption's)" if preemption.gauge
+                          else f"{metric_count:g} (before the test: {before:g})"))
         ev.expect("max_count_mismatch", abs(metric_count - counted()))
         ev.note(f"preemptions counted from the API, in {preemption.unit}: {counted()}")
     attach_timeline(ev, workloads.timeline, started)
