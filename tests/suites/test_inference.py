@@ -101,8 +101,10 @@ def test_canary_fails_when_its_share_differs_from_the_intended_split(
 def test_cold_start_fails_when_the_model_loads_slower_than_the_threshold(
         target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
     ev = evidence_of(cold_start.CRITERION.id, backend, queue_model)
-    with pytest.raises(CriterionViolation, match=r"all_ready_within_s: 2[2-9]\.\d+ s(?: \[[^]]*\])? \(wanted <= 20 s\)"):
-        cold_start_run(backend, workloads, queue_model, target, ev, tmp_path, load_time="22s")
+    # 8 s beyond the threshold: the interval (the harness's observation lag, seconds on a loaded host) stays above it
+    with pytest.raises(CriterionViolation, match=r"all_ready_within_s: (?:2[89]|3\d)\.\d+ s(?: \[[^]]*\])? "
+                                                 r"\(wanted <= 20 s\)"):
+        cold_start_run(backend, workloads, queue_model, target, ev, tmp_path, load_time="28s")
 
 
 @pytest.mark.parametrize("backend", ["default", "kuberay"], indirect=True)
