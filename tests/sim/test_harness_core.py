@@ -65,7 +65,7 @@ def test_inventory_command_shows_the_gpus(sim_api: client.ApiClient) -> None:
     assert result.returncode == 0, result.stderr
     assert "NVIDIA-H100-80GB-HBM3" in result.stdout and "550.90.07" in result.stdout
     assert "GPU node(s)" in result.stdout
-    assert "nvidia-smi probe skipped: every GPU node is simulated" in result.stdout
+    assert "driver probe skipped: every accelerator node is simulated" in result.stdout
 
 
 def test_prometheus_answers_histogram_quantiles(prometheus: Prometheus) -> None:
