@@ -2,7 +2,7 @@
 discovery publishes, the command that asks the driver from inside a pod, and the exporter's utilisation series.
 
 The one home of every vendor's names: nothing else in harness/ or suites/ spells them (tests/unit/config/
-test_accelerators.py looks). A profile picks one by name (`gpu.accelerator`, NVIDIA by default); the inventory
+test_accelerator_profiles.py looks). A profile picks one by name (`gpu.accelerator`, NVIDIA by default); the inventory
 reads every node by whichever of them it carries, so a cluster mixing vendors is read whole.
 """
 
