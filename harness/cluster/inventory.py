@@ -3,11 +3,10 @@ Discovery for NVIDIA's: harness/config/accelerators.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.config.accelerators import DEFAULT, KNOWN, Accelerator, memory_mib
+from harness.config.accelerators import DEFAULT, KNOWN, memory_mib
 
 SIMULATED_LABEL = "gpupoc.io/simulated"
 SIMULATED_GPUS_LABEL = "gpupoc.io/simulated-gpus"  # a real kubelet whose devices are simulated (the sim's real nodes)
@@ -36,12 +35,12 @@ def _int_or_none(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def node_gpus(node: dict[str, Any], accelerators: Iterable[Accelerator] = KNOWN.values()) -> NodeGpus | None:
-    """The accelerators of one node (a Node as a dict), read by whichever of `accelerators` it offers (its device
+def node_gpus(node: dict[str, Any]) -> NodeGpus | None:
+    """The accelerators of one node (a Node as a dict), read by whichever known accelerator it offers (its device
     plugin's resource, else its discovery's count label); None when it has none."""
     labels = node.get("metadata", {}).get("labels") or {}
     capacity = (node.get("status") or {}).get("capacity") or {}
-    for accelerator in accelerators:
+    for accelerator in KNOWN.values():
         found = accelerator.discovery
         count = _int_or_none(str(capacity.get(accelerator.resource, ""))) or _int_or_none(
             labels.get(found.count) if found.count else None)
@@ -117,8 +116,8 @@ def cross_check(inventory: list[NodeGpus], dcgm: list[DcgmGpu]) -> list[str]:
     return problems
 
 
-def gpu_inventory(nodes: list[dict[str, Any]], accelerators: Iterable[Accelerator] = KNOWN.values()) -> list[NodeGpus]:
-    return [g for n in nodes if (g := node_gpus(n, tuple(accelerators))) is not None]
+def gpu_inventory(nodes: list[dict[str, Any]]) -> list[NodeGpus]:
+    return [g for n in nodes if (g := node_gpus(n)) is not None]
 
 
 def format_inventory(inventory: list[NodeGpus]) -> str:

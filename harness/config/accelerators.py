@@ -1,5 +1,5 @@
 """The accelerators gpupoc knows, as data: the extended resource a device plugin advertises, the node labels its
-discovery publishes, the command that asks the driver from inside a pod, and the exporter's utilisation series.
+discovery publishes, the command that asks the driver from inside a pod, and its DRA driver where it has one.
 
 The one home of every vendor's names: nothing else in harness/ or suites/ spells them (tests/unit/config/
 test_accelerator_profiles.py looks). A profile picks one by name (`gpu.accelerator`, NVIDIA by default); the inventory
@@ -42,7 +42,6 @@ class Accelerator:
     discovery: Discovery
     probe: tuple[str, ...]    # run in a one-device pod: prints what `parse_probe` reads
     parse_probe: Callable[[str], ProbeRows]
-    utilisation: str | None = None  # the exporter's per-device utilisation series (None: none known)
     dra_driver: str | None = None   # its DRA driver (and DeviceClass), where it has one
 
     @property
@@ -100,7 +99,7 @@ NVIDIA = Accelerator(
                        ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor")),
               mig="nvidia.com/mig.capable", sharing="nvidia.com/gpu.sharing-strategy"),
     ("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv"), parse_nvidia_smi,
-    utilisation="DCGM_FI_DEV_GPU_UTIL", dra_driver="gpu.nvidia.com")
+    dra_driver="gpu.nvidia.com")
 
 # ROCm/k8s-device-plugin: the device plugin's amd.com/gpu, its node labeller's amd.com/gpu.* labels (driver-version
 # only with -driver-version, off in its example DaemonSet)

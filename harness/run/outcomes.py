@@ -80,10 +80,11 @@ def unexpected(results: list[tuple[str, str, str]], designed: list[DesignedOutco
     or a designed FAIL that did not happen (SKIP aside: an absent backend proves nothing either way; INCONCLUSIVE
     aside: not decided either way, listed apart by `undecided`; a PASS where a known race lets it: `raced`)."""
     wanted = {(d.criterion, d.backend): d.outcome for d in designed}
+    won_races = raced_cells(results, designed)
     problems = []
     for criterion, backend, outcome in results:
         expected = wanted.get((criterion, backend))
-        if outcome in (SKIP, INCONCLUSIVE) or (criterion, backend, outcome) in raced_cells(results, designed):
+        if outcome in (SKIP, INCONCLUSIVE) or (criterion, backend, outcome) in won_races:
             continue
         if expected is None and outcome in (FAIL, ERROR):
             problems.append(f"{criterion} [{backend}]: {outcome}, designed to pass")

@@ -22,7 +22,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from harness import backends as registry
 from harness.config.options import RunConfig
 from harness.cluster.inventory import gpu_inventory
-from harness.config.accelerators import Accelerator
+from harness.config.profile import GpuSizes
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
 from harness.setup.references import QUEUE_KINDS, missing_references
@@ -171,7 +171,8 @@ def queue_checks(api: client.ApiClient, cfg: RunConfig, backend: str) -> list[Ch
 
 # --- GPU nodes and Prometheus ----------------------------------------------------------------------------------
 
-def gpu_checks(api: client.ApiClient, resource: str, accelerator: Accelerator) -> list[Check]:
+def gpu_checks(api: client.ApiClient, gpu: GpuSizes) -> list[Check]:
+    resource, accelerator = gpu.resource, gpu.accelerator
     raw = [api.sanitize_for_serialization(n) for n in client.CoreV1Api(api).list_node().items]
     inventory = [g for g in gpu_inventory(raw) if g.resource == resource]
     if not inventory:
@@ -241,7 +242,7 @@ def run_preflight(target: Target, cfg: RunConfig, say: Callable[[str], None] = l
     say("preflight: backends and queues")
     try:
         checks += backend_checks(target, cfg, queue_model_kept=not cfg.apply_queue_model)
-        checks += gpu_checks(target.api, cfg.profile.gpu.resource, cfg.profile.gpu.accelerator)
+        checks += gpu_checks(target.api, cfg.profile.gpu)
     except client.ApiException as exc:
         checks.append(Check("api", f"a read the checks need was refused: {exc.status} {exc.reason}", MISSING,
                             "grant the runner its role (`gpupoc rbac`)", blocking=True))

@@ -74,14 +74,15 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
                          "GPU-seconds (API)": f"{api_seconds.get(key[1], 0.0):.1f}",
                          "GPU-seconds (kube-state-metrics)": f"{seconds:.1f} ± {uncertain:.1f}"})
     seen = {pod for (_, pod) in running}
-    scrapes = ksm_scrape_times(prometheus, span, window)
+    targets = ksm_targets(prometheus, span)
+    scrapes = ksm_scrape_times(prometheus, targets, window)
     totals: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, resolution in GPU-hours)
     for namespace in namespaces:
         missed = cost.unseen_resolution([h for h in held if h.namespace == namespace], seen, STEP_S, scrapes)
         resolution = quadrature(uncertain_of.get(namespace, [])) + missed
         totals[namespace] = (seconds_of.get(namespace, 0.0) / 3600, resolution / 3600)
     unseen = [h for h in held if h.pod not in seen]
-    ev.note(ksm_scrapes(prometheus, span, window[1] - window[0]))
+    ev.note(ksm_scrapes(prometheus, targets, span, window[1] - window[0]))
     ev.tables["cost: each pod of the run"] = rows[:ROWS_SHOWN]
     ev.note(f"{len(unseen)} of the run's {len(held)} pods were never scraped Running (shorter than a scrape "
             f"interval of {STEP_S}s, mostly); their GPU-seconds count in the resolution, not as disagreement")
@@ -92,11 +93,11 @@ def ksm_gpu_hours(prometheus: Prometheus, namespaces: list[str], resource: str, 
     return totals
 
 
-def ksm_scrape_times(prometheus: Prometheus, span: str, window: tuple[float, float]) -> list[float] | None:
+def ksm_scrape_times(prometheus: Prometheus, targets: list[str], window: tuple[float, float]) -> list[float] | None:
     """When Prometheus scraped kube-state-metrics successfully over the window (None: not found, so the nominal
     interval stands for them): the newest sample's scrape time, evaluated every second (a run of hours: coarser)."""
     times: set[float] = set()
-    for labels in ksm_targets(prometheus, span):
+    for labels in targets:
         answers = prometheus.range(f"timestamp(up{labels}) and up{labels} == 1",
                                    datetime.fromtimestamp(window[0] - STEP_S, timezone.utc),
                                    datetime.fromtimestamp(window[1] + STEP_S, timezone.utc),
@@ -112,10 +113,9 @@ def ksm_targets(prometheus: Prometheus, span: str) -> list[str]:
     return [f'{{job="{t.labels.get("job", "")}", instance="{t.labels.get("instance", "")}"}}' for t in targets]
 
 
-def ksm_scrapes(prometheus: Prometheus, span: str, window_s: float) -> str:
+def ksm_scrapes(prometheus: Prometheus, targets: list[str], span: str, window_s: float) -> str:
     """How often Prometheus scraped kube-state-metrics over the run (its target found by the series it exports):
     on a loaded host, scrapes that fail or come late leave pods unseen."""
-    targets = ksm_targets(prometheus, span)
     if not targets:
         return "kube-state-metrics: no kube_pod_container_resource_requests series, its scrapes not counted"
     parts = []

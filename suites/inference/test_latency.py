@@ -45,7 +45,7 @@ def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target
     limits = profile.thresholds[CRITERION.id]
     service = workloads.service("llm-load", profile.tenants[0], replicas=2,
                                 server={"load-time": "1s", "ttft": "40ms", "itl": "10ms",
-                                "max-num-seqs": str(max_num_seqs)})
+                                        "max-num-seqs": str(max_num_seqs)})
     deploy(workloads, backend, service)
     wait_ready(workloads, service, service.replicas, profile.timeouts.admit)
     url = wait_served(workloads, traffic, backend, service, profile.timeouts.admit)
