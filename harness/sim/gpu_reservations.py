@@ -5,7 +5,8 @@ pod's own program asks NVML for its one GPU and writes the GPU's UUID on itself 
 and the binder waits for it (40 s, then the bind fails). A kwok pod runs nothing, so this process writes it: for
 each reservation pod on a node labelled simulated, the UUID of a device of that node no other reservation pod
 holds. The UUIDs are made from the node's name and the device's index. `--same-uuid` is a misconfiguration on
-purpose: every reservation pod gets one UUID, as a broken device side would report.
+purpose: every reservation pod says one UUID, as a broken device side would report; those written before it
+started too (a group left from an earlier case may still be alive and take new fractions).
 """
 
 from __future__ import annotations
@@ -39,22 +40,27 @@ def device_uuid(node: str, index: int) -> str:
 
 def assignments(pods: Iterable[dict[str, Any]], gpus: dict[str, int], same_uuid: bool = False) -> dict[str, str]:
     """Pure: reservation pod name -> the UUID to write, for the pods on simulated nodes (`gpus`: their device
-    count) that have none yet; the lowest device of the node that no other reservation pod holds."""
+    count) that have none yet; the lowest device of the node that no other reservation pod holds. `same_uuid`:
+    every pod on them that does not say the one UUID yet."""
     held: dict[str, set[str]] = {}
+    one = device_uuid("every-reservation", 0)
     waiting = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or node not in gpus or (pod["metadata"].get("deletionTimestamp")):
             continue
         written = (pod["metadata"].get("annotations") or {}).get(UUID_ANNOTATION)
-        if written:
+        if same_uuid:
+            if written != one:
+                waiting.append((pod["metadata"]["name"], node))
+        elif written:
             held.setdefault(node, set()).add(written)
         else:
             waiting.append((pod["metadata"]["name"], node))
     chosen = {}
     for name, node in waiting:
         if same_uuid:
-            chosen[name] = device_uuid("every-reservation", 0)
+            chosen[name] = one
             continue
         taken = held.setdefault(node, set())
         free = next((u for u in (device_uuid(node, i) for i in range(gpus[node])) if u not in taken), None)

@@ -99,5 +99,7 @@ def test_the_sims_device_side_gives_each_reservation_a_free_device_of_its_node()
     assert chosen == {"r1": gpu_reservations.device_uuid("n0", 1), "r2": gpu_reservations.device_uuid("n1", 0)}
     assert gpu_reservations.assignments([res("r4", "n0"), res("r0", "n0", first),
                                          res("r1", "n0", gpu_reservations.device_uuid("n0", 1))], {"n0": 2}) == {}
-    same = gpu_reservations.assignments([res("r1", "n0"), res("r2", "n1")], {"n0": 2, "n1": 1}, same_uuid=True)
-    assert len(set(same.values())) == 1 and len(same) == 2
+    same = gpu_reservations.assignments([res("r0", "n0", first), res("r1", "n0"), res("r2", "n1")],
+                                        {"n0": 2, "n1": 1}, same_uuid=True)
+    assert len(set(same.values())) == 1 and sorted(same) == ["r0", "r1", "r2"]  # r0's earlier UUID too
+    assert gpu_reservations.assignments([res("r0", "n0", same["r0"])], {"n0": 2}, same_uuid=True) == {}
