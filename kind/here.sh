@@ -290,15 +290,31 @@ down() {
 # make kind: up, the reference queue model, every suite on the backends installed here, the record, down (always).
 # gpupoc runs as a user's would: the cluster's kubeconfig and Prometheus, the kind profile, the queue model kept.
 KIND_BACKENDS=${GPUPOC_KIND_BACKENDS:-kueue,volcano,default}
+# A make kind cut short (Ctrl-C, CI's limit) stops the runner first, so it cleans up its case and writes what it has,
+# then takes kind down: bash runs a trap only once its foreground child ends, so the runner runs in the background
+# (a cut on 2026-12-06 took kind down and left the runner going against a cluster that was gone).
+RUNNER_STOP_S=60
+stop_runner() {
+    [ -n "${runner:-}" ] || return 0
+    kill -TERM "$runner" 2>/dev/null || return 0
+    say "stopping the runner (pid $runner, up to ${RUNNER_STOP_S} s for it to clean up)"
+    for _ in $(seq "$RUNNER_STOP_S"); do kill -0 "$runner" 2>/dev/null || return 0; sleep 1; done
+    kill -KILL "$runner" 2>/dev/null || true
+}
 poc() {
     local rc=0
     trap down EXIT
+    trap 'stop_runner; exit 143' TERM
+    trap 'stop_runner; exit 130' INT
     up
     (cd "$here" && "$PYTHON" -m harness.cli setup --kubeconfig "$KUBECONFIG_OUT" --profile profiles/kind.yaml \
         --backends "${KIND_BACKENDS/,default/}") || return
-    (cd "$here" && "$PYTHON" -m harness.cli run --kubeconfig "$KUBECONFIG_OUT" --profile profiles/kind.yaml \
+    (cd "$here" && exec "$PYTHON" -m harness.cli run --kubeconfig "$KUBECONFIG_OUT" --profile profiles/kind.yaml \
         --prometheus-url "http://127.0.0.1:$PROMETHEUS_PORT" --backends "$KIND_BACKENDS" --queue-model keep \
-        --allow-destructive "kind-$CLUSTER" "$@") || rc=$?
+        --allow-destructive "kind-$CLUSTER" "$@") &
+    runner=$!
+    wait "$runner" || rc=$?
+    runner=
     return "$rc"
 }
 

@@ -3,11 +3,12 @@ sim's designed outcomes (suites/expected.yaml). The full criterion x backend mat
 
 Mechanisms: a Kueue Workload (fairness, preemption counted in workloads, queue wait with a per-queue histogram),
 a Volcano Job (recovery by its job policy; its scheduler restarted as a process of the sim), a KAI PodGroup with bare
-pods (gang), kube-scheduler as the FIFO baseline that fails fairness by design and its own gang (a Workload API
+pods (gang), kube-scheduler as the baseline that holds part of a gang (packing) and its own gang (a Workload API
 PodGroup) that passes gang admission, a gang kept within one leaf by Kueue's topology-aware scheduling and by Volcano's
 HyperNodes (kube-scheduler splits it, by design; Volcano spreads small jobs over every leaf, by design), and DRA
 claims allocated by kube-scheduler within Kueue's quota (the DeviceClass mapped onto the GPU resource), and nodes
-Karpenter adds for a Kueue job on its autoscaled pool.
+Karpenter adds for a Kueue job on its autoscaled pool. Fairness FAILs on a misconfigured Kueue
+(tests/suites/test_training_sensitivity.py); kube-scheduler's first-come-first-served FAIL is make poc's cell.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from harness.core.paths import REPO_ROOT
 from tests.heavy import alone
 
 SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
-             "test_queue_fairness.py::test_queue_fairness[default]",
              "test_priority_preemption.py::test_priority_and_preemption[kueue]",
              "test_failure_recovery.py::test_failure_recovery[volcano]",
              "test_failure_recovery.py::test_failure_recovery[kuberay]",
@@ -59,7 +59,6 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
             ("training.control_plane_recovery", "volcano"), ("training.dra_allocation", "kueue"),
             ("training.capacity_elasticity", "kueue"), ("training.worker_scaling", "kuberay"),
             ("training.topology_placement", "kueue")} <= ran, outcomes
-    assert ("training.queue_fairness", "default", "FAIL") in outcomes
     assert ("training.topology_placement", "default", "FAIL") in outcomes
     packing = next(r for r in record.results if r.criterion == "training.packing" and r.backend == "default")
     assert packing.outcome == "FAIL" and "measured max_partial_held_s" in packing.message, packing.message
