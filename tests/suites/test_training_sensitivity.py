@@ -325,3 +325,64 @@ def test_topology_fails_on_volcano_without_its_network_topology_plugin(
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "training.topology_placement [volcano]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
         in result.stdout, result.stdout[-3000:]
+
+
+# KAI v0.12.0's own default tiers (pkg/scheduler/conf_util: what the sim's kai-scheduler runs, having no
+# --scheduler-conf) less its topology plugin, which alone reads a PodGroup's topologyConstraint.
+KAI_CONF_WITHOUT_TOPOLOGY = """\
+actions: "allocate, consolidation, reclaim, preempt, stalegangeviction"
+tiers:
+- plugins:
+""" + "".join(f"  - name: {p}\n" for p in (
+    "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability", "gpusharingorder",
+    "gpupack", "resourcetype", "subgrouporder", "taskorder", "nominatednode", "dynamicresources")) + """\
+  - name: nodeplacement
+    arguments: {cpu: binpack, gpu: binpack}
+  - name: minruntime
+"""
+
+
+@pytest.fixture()
+def kai_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str], None]) -> Iterator[None]:
+    """The sim's kai-scheduler restarted on KAI's default configuration less the topology plugin (the Topology and
+    the PodGroups' topologyConstraint stay); afterwards its own arguments again."""
+    if not cluster.component_running("kai-scheduler"):
+        pytest.skip("kai is not running on this sim (gpupoc sim up --schedulers ...,kai)")
+    disrupts("kai-scheduler")
+    conf = tmp_path / "kai-scheduler.yaml"
+    conf.write_text(KAI_CONF_WITHOUT_TOPOLOGY)
+    with cluster.running_with("kai-scheduler", lambda argv: (*argv, f"--scheduler-conf={conf}")):
+        yield
+
+
+def test_topology_fails_on_kai_without_its_topology_plugin(
+        sim_api: client.ApiClient, kai_without_its_topology_plugin: None) -> None:
+    result = suite("test_topology_placement.py::test_topology_placement[kai]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.topology_placement [kai]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
+        in result.stdout, result.stdout[-3000:]
+
+
+# Kueue v0.19's topology-aware scheduling off: its gate, and the beta gates on by default that refuse to start without
+# it (pkg/config/validation.go). The Topology, the flavor and the pods' annotations stay; Kueue admits the gang by
+# quota alone and kube-scheduler binds its pods wherever a node is free.
+KUEUE_WITHOUT_TAS = ",".join(f"{gate}=false" for gate in (
+    "TopologyAwareScheduling", "TASProfileMixed", "TASHandleOverlappingFlavors", "TASFailedNodeReplacement",
+    "TASFailedNodeReplacementFailFast", "TASReplaceNodeOnPodTermination", "TASReplaceNodeDueToNotReadyOverFixedTime",
+    "TASReplaceNodeOnNodeTaints", "TASMultiLayerTopology", "TASRecomputeAssignmentWithinSchedulingCycle"))
+
+
+@pytest.fixture()
+def kueue_without_topology_aware_scheduling(disrupts: Callable[[str], None]) -> Iterator[None]:
+    disrupts("kueue")
+    with cluster.running_with("kueue", lambda argv: tuple(
+            f"{a},{KUEUE_WITHOUT_TAS}" if a.startswith("--feature-gates=") else a for a in argv)):
+        yield
+
+
+def test_topology_fails_on_kueue_without_topology_aware_scheduling(
+        sim_api: client.ApiClient, kueue_without_topology_aware_scheduling: None) -> None:
+    result = suite("test_topology_placement.py::test_topology_placement[kueue]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert "training.topology_placement [kueue]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
+        in result.stdout, result.stdout[-3000:]
