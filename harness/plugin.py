@@ -30,12 +30,13 @@ from harness.run.outcomes import INCONCLUSIVE
 from harness.run.reports import (is_harness_error, is_inconclusive, note_environment_faults, note_outages,
                                  record_outcome, redact_report)
 from harness.run.fixtures import (api, backend, destructive, destructive_refused, disrupts, evidence, gpupoc_config,
-                                  gpus_held, head_start, namespace, profile, prometheus, queue_model, submitted, target,
-                                  workloads)
+                                  gpus_held, head_start, namespace, namespaces_going, profile, prometheus, queue_model,
+                                  submitted, target, workloads)
 
 __all__ = [  # the fixtures: pytest finds them on the plugin
     "api", "backend", "destructive", "destructive_refused", "disrupts", "evidence", "gpupoc_config", "gpus_held",
-    "head_start", "namespace", "profile", "prometheus", "queue_model", "submitted", "target", "workloads"]
+    "head_start", "namespace", "namespaces_going", "profile", "prometheus", "queue_model", "submitted", "target",
+    "workloads"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

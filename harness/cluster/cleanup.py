@@ -42,12 +42,23 @@ def new_namespace(core: client.CoreV1Api, run_id: str, test: str, prefix: str = 
 
 def delete_namespace(core: client.CoreV1Api, name: str, timeout_s: float) -> str | None:
     """Delete and wait until gone; None when gone, else a line saying what is still there."""
+    return namespace_gone(core, name, timeout_s) if start_deleting_namespace(core, name) else None
+
+
+def start_deleting_namespace(core: client.CoreV1Api, name: str) -> bool:
+    """Ask for its deletion; False when it is gone already. kube's namespace controller waits 5 s before it empties
+    a deleted namespace (its deletion grace period), then as long as its pods take to end."""
     try:
         core.delete_namespace(name, propagation_policy="Background")
     except client.ApiException as exc:
         if exc.status == HTTP_NOT_FOUND:
-            return None
+            return False
         raise
+    return True
+
+
+def namespace_gone(core: client.CoreV1Api, name: str, timeout_s: float) -> str | None:
+    """Wait until a namespace being deleted is gone; None when gone, else a line saying what is still there."""
     try:
         wait_gone(core.list_namespace, f"Namespace {name}", timeout_s=timeout_s,
                   describe=lambda n: f"phase={n.status.phase}", field_selector=f"metadata.name={name}")

@@ -14,7 +14,7 @@ from harness.run import headstart, collect as record, repeat
 from harness.cluster.lag import observation_lag
 from harness.backends import Backend
 from harness.jobs.system import JobSystem
-from harness.cluster.cleanup import delete_namespace, new_namespace
+from harness.cluster.cleanup import namespace_gone, new_namespace, start_deleting_namespace
 from harness.config.options import RunConfig
 from harness.criteria.governance.audit import Submitted
 from harness.criteria.governance.cost_attribution import Held
@@ -72,17 +72,31 @@ def prometheus(target: Target) -> Prometheus:
     return prom
 
 
+@pytest.fixture(scope="session")
+def namespaces_going(target: Target, gpupoc_config: RunConfig, request: pytest.FixtureRequest
+                     ) -> Iterator[dict[str, str]]:
+    """The `namespace`s deleted at their tests' teardowns (name -> test): waited for once, at the session's end, and
+    what is still there put on the test that made it (each deletion takes kube's namespace controller 5-10 s)."""
+    going: dict[str, str] = {}
+    yield going
+    core = client.CoreV1Api(target.admin_api)
+    for name, nodeid in going.items():
+        leftover = namespace_gone(core, name, gpupoc_config.profile.timeouts.cleanup)
+        record.amend_result(request.config, nodeid, [], [leftover] if leftover else [])
+
+
 @pytest.fixture()
-def namespace(target: Target, gpupoc_config: RunConfig, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace labelled with the run and the test, deleted at teardown within the cleanup timeout. Made by the
-    target's admin where the runner has an identity of its own (no case of the suites asks for one: the project's
-    own tests do)."""
+def namespace(target: Target, gpupoc_config: RunConfig, namespaces_going: dict[str, str],
+              request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace labelled with the run and the test, deleted at teardown (gone by the session's end, within the
+    cleanup timeout). Made by the target's admin where the runner has an identity of its own (no case of the suites
+    asks for one: the project's own tests do)."""
     core = client.CoreV1Api(target.admin_api)
     name = new_namespace(core, gpupoc_config.run_id, request.node.nodeid)
     yield name
     record.remember_secrets(request.config, core, name)
-    leftover = delete_namespace(core, name, gpupoc_config.profile.timeouts.cleanup)
-    record.amend_result(request.config, request.node.nodeid, [], [leftover] if leftover else [])
+    if start_deleting_namespace(core, name):
+        namespaces_going[name] = request.node.nodeid
 
 
 @pytest.fixture()

@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 
+from harness.backends import ALL
+from harness.backends.slurm import SlurmBackend
+from harness.config.profile import load_profile
 from harness.run.outcomes import load_expected, unexpected
-from harness.record.model import load_record
+from harness.record.model import Record, load_record
 from harness.sim import cluster
+from harness.sim.slurm import daemons as sim_slurm
 from harness.core.paths import REPO_ROOT
+from harness.targets.target import Target
 from tests.heavy import alone
+from tests.suites.test_training_sensitivity import SIM_PROFILE, gpupoc
 
 SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_priority_preemption.py::test_priority_and_preemption[kueue]",
@@ -42,15 +50,42 @@ SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_packing.py::test_packing[default]")  # its PASS on the gang schedulers: make poc
 
 
-def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient) -> None:
+# Slurm's fairness lasts four ranking periods (about 5 minutes): the misconfigured Slurm's FAIL takes a head start
+# in this session and is observed while the other cases run (its PASS is make poc's).
+SLURM_FAIRNESS = "test_queue_fairness.py::test_queue_fairness[slurm]"
+SLURM_CELL = ("training.queue_fairness", "slurm")
+
+
+@pytest.fixture()
+def slurm_accounts_at_equal_shares(sim_api: client.ApiClient, target: Target) -> Iterator[bool]:
+    """The reference queue model applied (the session keeps it), then, where the sim runs Slurm, both accounts at
+    fair-share shares 1 while the profile's weights are 3:1; afterwards Slurm's reference model again."""
+    gpupoc("setup")
+    if not cluster.component_running("slurmrestd"):
+        yield False
+        return
+    slurm = sim_slurm.SlurmLayout(cluster.layout())
+    for account in ("team-a", "team-b"):
+        sim_slurm.sacctmgr(slurm, "modify", "account", "where", f"name={account}", "set", "fairshare=1")
+    yield True
+    backend = ALL["slurm"]
+    assert isinstance(backend, SlurmBackend) and backend.unavailable_reason(target) is None
+    backend.apply_reference_model(load_profile(SIM_PROFILE))
+
+
+def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient,
+                                                    slurm_accounts_at_equal_shares: bool) -> None:
+    slurm = (SLURM_FAIRNESS,) if slurm_accounts_at_equal_shares else ()
     with alone():  # never beside the real nodes' sim (tests/heavy.py)
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-                                 *(f"suites/training/{s}" for s in SCENARIOS), "--run-id=scenarios",
-                                 f"--reports-dir={tmp_path}"], cwd=REPO_ROOT, capture_output=True, text=True,
-                                 timeout=1200)
+                                 *(f"suites/training/{s}" for s in (*SCENARIOS, *slurm)), "--run-id=scenarios",
+                                 "--queue-model=keep", f"--reports-dir={tmp_path}"], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=1200)
     record = load_record(tmp_path / "scenarios" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
-    assert not unexpected(outcomes, load_expected()), "\n".join(
+    if slurm:
+        equal_shares_fail(record, result.stdout)
+    assert not unexpected([o for o in outcomes if o[:2] != SLURM_CELL], load_expected()), "\n".join(
         f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     ran = {(c, b) for c, b, o in outcomes if o == "PASS"}
     assert {("training.queue_fairness", "kueue"), ("training.priority_preemption", "kueue"),
@@ -76,3 +111,16 @@ def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: cli
     wait = next(r for r in record.results if r.criterion == "training.queue_wait" and r.backend == "kueue")
     cross_checks = [c for c in wait.evidence[0]["checks"] if c["name"].startswith("metric_tolerance_s")]
     assert cross_checks and not any(c["not_checked"] for c in cross_checks), "kueue's histogram was checked"
+
+
+def equal_shares_fail(record: Record, out: str) -> None:
+    """Slurm evens the accounts' usage out over four ranking periods from none recorded (team-b at most half the
+    cluster: its limit; team-a about 0.5 to 0.6 against 0.75): 0.125 at least (bench/slurm_fairness.py). Observed
+    from the session's start, beside the Kubernetes cases, which run first."""
+    fairness = next(r for r in record.results if (r.criterion, r.backend) == SLURM_CELL)
+    assert fairness.outcome == "FAIL", fairness.message
+    deviation = next(c["measured"] for c in fairness.evidence[0]["checks"] if c["name"] == "max_share_deviation")
+    assert deviation > 0.10, fairness.message
+    assert "▶ head start: training.queue_fairness [slurm] observes from now" in out, out[-3000:]
+    cases = [line for line in out.splitlines() if line.startswith("▶ training.")]
+    assert cases[-1].startswith("▶ training.queue_fairness [slurm]"), cases  # after every other backend's case
