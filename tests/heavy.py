@@ -7,14 +7,14 @@ because another worker's test loads the same 2 cores.
 - `quiet` (a pytest mark): the test runs with the other workers idle. Every test holds a shared lock while it runs
   (`sharing_the_host`, from tests/conftest.py); a quiet test waits for the other workers' running tests to end, holds
   its next one back, and runs alone on the host; a quiet test right after it keeps the host (tests/conftest.py). A
-  turnstile keeps a waiting quiet test from being overtaken. Used where a quiet host is what the measurement
-  assumes: the workload sample pinned to its own core (host processes are not pinned: under the other worker's load
-  its 7 ms steps' CoV went from 0.06-0.09 to 0.83); its CPU-isolation-off sensitivity shares its core anyway, so
-  it is not quiet. Waiting for the other worker's running test costs up to its length (the scale smoke run's set-up waited 89 s), so the scale smoke run
-  is no longer quiet: its thresholds have room for the load instead. The other workers' sims stay up, idle, and an
-  idle sim still loads the host (Karpenter at 23 % of a core, each API server at 13 %: the sample's step p50 went
-  from 4-6 ms to 62-66 ms, 2026-12-06), so a quiet test also has every sim's processes held on the CPU the real
-  nodes reserve (harness/sim/hostcpus.py), off the core the sample is pinned to.
+  turnstile keeps a waiting quiet test from being overtaken. Used where a quiet host is what the measurement assumes:
+  the workload sample pinned to its own core (host processes are not pinned: under the other worker's load its 7 ms
+  steps' CoV went from 0.06-0.09 to 0.83); its CPU-isolation-off sensitivity shares its core anyway, so it is not
+  quiet. Waiting for the other worker's running test costs up to its length (the scale smoke run's set-up waited 89
+  s), so the scale smoke run is no longer quiet: its thresholds have room for the load instead. The other workers'
+  sims stay up, idle, and an idle sim still loads the host (Karpenter at 23 % of a core, each API server at 13 %: the
+  sample's step p50 went from 4-6 ms to 62-66 ms, 2026-12-06), so a quiet test also has every sim's processes held on
+  the CPU the real nodes reserve (harness/sim/hostcpus.py), off the core the sample is pinned to.
 """
 
 from __future__ import annotations
