@@ -118,8 +118,10 @@ LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scena
 
 
 # The files whose tests take tests/heavy.py's `alone()` lock: one unit of work for pytest-xdist, so one worker runs
-# them one after another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04).
-HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/sim/test_real_nodes.py")
+# them one after another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04;
+# the real nodes' cases 102 s for the scale smoke run on another worker, 2026-12-06). In the order of LONGEST_FIRST:
+# the real nodes last, their quiet sample last but one.
+HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/suites/test_scale.py", "tests/sim/test_real_nodes.py")
 # A long file of one test (kind: 264 s) is handed out last by xdist's order and ran on alone at the end (222 s after
 # the other workers were done, 2026-12-06): it goes with the file handed out first.
 RIDES_WITH = {"tests/kind/test_kind_here.py": "tests/suites/test_slurm.py"}

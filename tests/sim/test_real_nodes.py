@@ -167,26 +167,6 @@ def measured_twice(run: Callable[[str], list[Outcome]], expected: Callable[[list
     return first if expected(first) else [*run("second"), *[(c, b, f"(first run: {o})", m) for c, b, o, m in first]]
 
 
-@pytest.mark.quiet  # the sample's core is its own among pods, not among host processes (tests/heavy.py)
-def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[str, str], tmp_path: Path) -> None:
-    """The sample in real containers: on Kueue it is killed mid-run and resumes from its last checkpoint; on
-    kube-scheduler it runs alone, then beside another tenant's antagonist, on a node whose kubelet gives it a core of
-    its own (the static CPU manager): both PASS."""
-    outcomes = measured_twice(
-        lambda run: suites_on(real_node_sim, tmp_path, f"sample-{run}", "--backends=default,kueue",
-                              "suites/training/test_step_stability.py", "suites/training/test_isolation_boundary.py",
-                              "-k", "step_stability and kueue or isolation_boundary and default"),
-        lambda got: sorted((c, b, o) for c, b, o, _ in got) == [("training.isolation_boundary", "default", "PASS"),
-                                                                ("training.step_stability", "kueue", "PASS")])
-    assert sorted((c, b, o) for c, b, o, _ in outcomes[:2]) == [
-        ("training.isolation_boundary", "default", "PASS"), ("training.step_stability", "kueue", "PASS")], outcomes
-    run_id = "sample-second" if len(outcomes) > 2 else "sample-first"
-    record = load_record(tmp_path / run_id / "record.json")
-    stability = next(r for r in record.results if r.criterion == "training.step_stability")
-    runs = stability.evidence[0]["tables"]["the sample's runs (from its log's summary)"]
-    assert runs[0]["resumed from step"] > 0 and runs[0]["CPU threads"] == 1, runs  # its own core, its checkpoint
-
-
 # Not quiet: without a core of its own the sample shares it with the antagonist, whatever else the host runs (the
 # quiet window held two workers for this case's 52 s, 2026-12-06).
 def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(real_node_sim: dict[str, str],
@@ -240,6 +220,28 @@ def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_si
     assert sorted((c, o, "could not create its pods" in m and "violates PodSecurity" in m, "not done after" in m)
                   for c, _, o, m in outcomes) == [("inference.cold_start", "ERROR", True, False),
                                                   ("training.failure_recovery", "ERROR", True, False)], outcomes
+
+
+# Quiet, and last but the sim going: the quiet window comes at the end of the heavy files, when the other workers
+# have little left to hold back (tests/conftest.py HEAVY_FILES).
+@pytest.mark.quiet  # the sample's core is its own among pods, not among host processes (tests/heavy.py)
+def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[str, str], tmp_path: Path) -> None:
+    """The sample in real containers: on Kueue it is killed mid-run and resumes from its last checkpoint; on
+    kube-scheduler it runs alone, then beside another tenant's antagonist, on a node whose kubelet gives it a core of
+    its own (the static CPU manager): both PASS."""
+    outcomes = measured_twice(
+        lambda run: suites_on(real_node_sim, tmp_path, f"sample-{run}", "--backends=default,kueue",
+                              "suites/training/test_step_stability.py", "suites/training/test_isolation_boundary.py",
+                              "-k", "step_stability and kueue or isolation_boundary and default"),
+        lambda got: sorted((c, b, o) for c, b, o, _ in got) == [("training.isolation_boundary", "default", "PASS"),
+                                                                ("training.step_stability", "kueue", "PASS")])
+    assert sorted((c, b, o) for c, b, o, _ in outcomes[:2]) == [
+        ("training.isolation_boundary", "default", "PASS"), ("training.step_stability", "kueue", "PASS")], outcomes
+    run_id = "sample-second" if len(outcomes) > 2 else "sample-first"
+    record = load_record(tmp_path / run_id / "record.json")
+    stability = next(r for r in record.results if r.criterion == "training.step_stability")
+    runs = stability.evidence[0]["tables"]["the sample's runs (from its log's summary)"]
+    assert runs[0]["resumed from step"] > 0 and runs[0]["CPU threads"] == 1, runs  # its own core, its checkpoint
 
 
 def test_sim_down_leaves_nothing(real_node_sim: dict[str, str]) -> None:
