@@ -117,14 +117,14 @@ LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scena
                  "tests/suites/test_operations.py", "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
 
 
-# The files whose tests take tests/heavy.py's `alone()` lock: one unit of work for pytest-xdist, so one worker runs
-# them one after another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04;
-# the real nodes' cases 102 s for the scale smoke run on another worker, 2026-12-06). In the order of LONGEST_FIRST:
-# the real nodes last, their quiet sample last but one.
-HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/suites/test_scale.py", "tests/sim/test_real_nodes.py")
-# A long file of one test (kind: 264 s) is handed out last by xdist's order and ran on alone at the end (222 s after
-# the other workers were done, 2026-12-06): it goes with the file handed out first.
-RIDES_WITH = {"tests/kind/test_kind_here.py": "tests/suites/test_slurm.py"}
+# The files whose tests take tests/heavy.py's `alone()` lock, and kind's bring-up (a node image, podman, two nodes: the
+# heaviest load make test puts on the host): one unit of work for pytest-xdist, so one worker runs them one after
+# another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04; the real nodes'
+# cases 102 s for the scale smoke run on another worker, 2026-12-06) or running beside each other (the scale smoke
+# run beside kind's bring-up sustained 3.1 Volcano jobs/s, against 5, 2026-12-06). In the order of LONGEST_FIRST,
+# then the files' own: the real nodes last, their quiet sample last but one.
+HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/suites/test_scale.py", "tests/kind/test_kind_here.py",
+               "tests/sim/test_real_nodes.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -133,7 +133,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class HeavyFilesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist has no type hints
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            path = RIDES_WITH.get(path, path)
             return "heavy files" if path in HEAVY_FILES else path
 
     return HeavyFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
