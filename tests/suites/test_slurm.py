@@ -102,12 +102,16 @@ def fails_on_slurm(case: str, *said: str, args: tuple[str, ...] = ()) -> str:
     return result.stdout
 
 
-@pytest.fixture()
-def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, target: Target) -> Iterator[None]:
-    yield
+def apply_reference_slurm_model(target: Target) -> None:
     backend = ALL["slurm"]
     assert isinstance(backend, SlurmBackend) and backend.unavailable_reason(target) is None  # finds the sim's Slurm
     backend.apply_reference_model(load_profile(SIM_PROFILE))
+
+
+@pytest.fixture()
+def reference_slurm_model_afterwards(slurm: sim_slurm.SlurmLayout, target: Target) -> Iterator[None]:
+    yield
+    apply_reference_slurm_model(target)
 
 
 def test_preemption_fails_on_slurm_when_the_high_qos_cannot_preempt(

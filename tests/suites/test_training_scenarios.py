@@ -21,9 +21,6 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from harness.backends import ALL
-from harness.backends.slurm import SlurmBackend
-from harness.config.profile import load_profile
 from harness.run.outcomes import load_expected, unexpected
 from harness.record.model import Record, load_record
 from harness.sim import cluster
@@ -31,7 +28,8 @@ from harness.sim.slurm import daemons as sim_slurm
 from harness.core.paths import REPO_ROOT
 from harness.targets.target import Target
 from tests.heavy import alone
-from tests.suites.test_training_sensitivity import SIM_PROFILE, gpupoc
+from tests.suites.test_slurm import apply_reference_slurm_model
+from tests.suites.test_training_sensitivity import gpupoc
 
 SCENARIOS = ("test_queue_fairness.py::test_queue_fairness[kueue]",
              "test_priority_preemption.py::test_priority_and_preemption[kueue]",
@@ -68,9 +66,7 @@ def slurm_accounts_at_equal_shares(sim_api: client.ApiClient, target: Target) ->
     for account in ("team-a", "team-b"):
         sim_slurm.sacctmgr(slurm, "modify", "account", "where", f"name={account}", "set", "fairshare=1")
     yield True
-    backend = ALL["slurm"]
-    assert isinstance(backend, SlurmBackend) and backend.unavailable_reason(target) is None
-    backend.apply_reference_model(load_profile(SIM_PROFILE))
+    apply_reference_slurm_model(target)
 
 
 def test_each_training_criterion_once_per_mechanism(tmp_path: Path, sim_api: client.ApiClient,

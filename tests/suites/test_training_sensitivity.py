@@ -318,12 +318,17 @@ def volcano_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str]
         yield
 
 
+def gang_split_over_two_domains(backend: str) -> None:
+    """The topology case on `backend`, its topology taken away: it FAILs on the gang split over 2 domains."""
+    result = suite(f"test_topology_placement.py::test_topology_placement[{backend}]")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert (f"training.topology_placement [{backend}]: measured max_domains_spanned: 2 domains "
+            "(wanted <= 1 domains)") in result.stdout, result.stdout[-3000:]
+
+
 def test_topology_fails_on_volcano_without_its_network_topology_plugin(
         sim_api: client.ApiClient, volcano_without_its_topology_plugin: None) -> None:
-    result = suite("test_topology_placement.py::test_topology_placement[volcano]")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.topology_placement [volcano]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
-        in result.stdout, result.stdout[-3000:]
+    gang_split_over_two_domains("volcano")
 
 
 # KAI v0.12.0's own default tiers (pkg/scheduler/conf_util: what the sim's kai-scheduler runs, having no
@@ -356,10 +361,7 @@ def kai_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str], No
 
 def test_topology_fails_on_kai_without_its_topology_plugin(
         sim_api: client.ApiClient, kai_without_its_topology_plugin: None) -> None:
-    result = suite("test_topology_placement.py::test_topology_placement[kai]")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.topology_placement [kai]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
-        in result.stdout, result.stdout[-3000:]
+    gang_split_over_two_domains("kai")
 
 
 # Kueue v0.19's topology-aware scheduling off: its gate, and the beta gates on by default that refuse to start without
@@ -381,7 +383,4 @@ def kueue_without_topology_aware_scheduling(disrupts: Callable[[str], None]) -> 
 
 def test_topology_fails_on_kueue_without_topology_aware_scheduling(
         sim_api: client.ApiClient, kueue_without_topology_aware_scheduling: None) -> None:
-    result = suite("test_topology_placement.py::test_topology_placement[kueue]")
-    assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert "training.topology_placement [kueue]: measured max_domains_spanned: 2 domains (wanted <= 1 domains)" \
-        in result.stdout, result.stdout[-3000:]
+    gang_split_over_two_domains("kueue")
