@@ -13,7 +13,7 @@ from kubernetes import client
 
 from harness.core.paths import build_root, gpupoc_home
 from harness.targets.target import Target
-from tests.heavy import sharing_the_host
+from tests.heavy import on_a_cpu_of_its_own
 
 # `make test` runs its files on pytest-xdist workers at once (Makefile: TEST_WORKERS). The first worker uses the
 # sim as usual; each other worker gets a sim of its own (its own state directory and port range, the build shared),
@@ -60,37 +60,11 @@ def why_failed(report: pytest.TestReport) -> str:
     return " / ".join(line[1:].strip() for line in lines[:6])[:2000]
 
 
-_next_item: list[pytest.Item | None] = [None]
-_quiet_hold: list[contextlib.ExitStack] = []  # the host, held by a quiet test for the quiet test right after it
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    _next_item[0] = nextitem
-    yield
-
-
-def _quiet(item: pytest.Item | None) -> bool:
-    return item is not None and item.get_closest_marker("quiet") is not None
-
-
 @pytest.fixture(autouse=True)
-def _host_shared_or_quiet(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test shares the host with the other worker's; a `quiet` one has it to itself (tests/heavy.py), and
-    keeps it for a quiet test right after it (one wait for the other worker's running test, not one each)."""
-    if not _quiet(request.node):
-        with sharing_the_host(quiet=False):
-            yield
-        return
-    if not _quiet_hold:
-        stack = contextlib.ExitStack()
-        stack.enter_context(sharing_the_host(quiet=True))
-        _quiet_hold.append(stack)
-    try:
+def _a_cpu_of_its_own_when_quiet(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A `quiet` test's pod has a real node's CPU to itself: the host's processes held off it (tests/heavy.py)."""
+    with on_a_cpu_of_its_own() if request.node.get_closest_marker("quiet") else contextlib.nullcontext():
         yield
-    finally:
-        if not _quiet(_next_item[0]):
-            _quiet_hold.pop().close()
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +96,7 @@ LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scena
 # another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04; the real nodes'
 # cases 102 s for the scale smoke run on another worker, 2026-12-06) or running beside each other (the scale smoke
 # run beside kind's bring-up sustained 3.1 Volcano jobs/s, against 5, 2026-12-06). In the order of LONGEST_FIRST,
-# then the files' own: the real nodes last, their quiet sample last but one.
+# then the files' own: the real nodes last.
 HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/suites/test_scale.py", "tests/kind/test_kind_here.py",
                "tests/sim/test_real_nodes.py")
 

@@ -1,62 +1,75 @@
-"""The host's CPUs while a quiet test measures: the sims' own processes kept on the CPU the real nodes reserve.
+"""The host's CPUs while a quiet test measures: every host process kept on the CPU the real nodes reserve.
 
-A quiet test of make test (tests/heavy.py) (the workload sample's step times, the isolation boundary) measures a pod on a real node's CPU of its
-own: the static CPU manager keeps other pods off it, but not host processes. On a real cluster the control plane runs
-on other machines; on this host every sim's API server, etcd and controllers do not, and idle sims still load it
-(make test, 2026-12-06: two other workers' idle sims, each Karpenter at 23 % of a core, moved the sample's step p50
-from 4-6 ms to 62-66 ms). So while the case runs, every process of a sim on this host (an executable of the sim's
-builds, in the root cpuset: not a container) is held on the reserved CPU, and given every CPU back after.
+A quiet test of make test (tests/heavy.py) (the workload sample's step times, the isolation boundary) measures a pod
+on a real node's CPU of its own: the static CPU manager keeps other pods off it, but not host processes. On a real
+cluster the control plane and the other tenants' tools run on other machines; on this host every sim's API server,
+etcd and controllers, and the other tests' processes, do not (make test, 2026-12-06: two other workers' idle sims,
+each Karpenter at 23 % of a core, moved the sample's step p50 from 4-6 ms to 62-66 ms). So while the case runs, every
+process on the host outside a container's cpuset is held on the reserved CPU, and given its CPUs back after: the
+other tests go on, on one CPU, and the sample has the other to itself (as a real node gives it).
+
+The container runtimes are left where they are: a task inherits its creator's CPUs, and the kernel keeps what was
+set with sched_setaffinity when the task joins a cpuset (Linux 6.2 on), so a container started by a held containerd
+shim ran on the reserved CPU alone, whatever its pod's cpuset (the CPU-isolation-off sample: 1 CPU, not 2, measured
+2026-12-06). Afterwards a container's task left on the reserved CPU alone is given its cpuset's CPUs back as well.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-
-from harness.core.paths import build_root
 
 RESERVED_CPUS = frozenset({0})  # the real nodes' kubeReserved, rounded up to a whole CPU by the static CPU manager
 PROC = Path("/proc")
+RUNTIMES = ("containerd", "runc", "crun", "conmon")  # what starts containers (containerd-shim-runc-v2 among them)
 
 
-def sim_processes(builds: Path | None = None) -> list[int]:
-    """Every process on the host running one of the sim's builds, outside any container's cpuset."""
-    builds = (builds or build_root()).resolve()
+def host_tasks(proc: Path = PROC, in_containers: bool = False) -> list[int]:
+    """Every thread of every process that runs a program (not a kernel thread), but a container runtime's: in the
+    root cpuset (the host's), or in any other (`in_containers`)."""
     found = []
-    for entry in PROC.iterdir():
+    for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            exe = Path(os.readlink(entry / "exe"))
-            in_root_cpuset = (entry / "cpuset").read_text().strip() == "/"
+            program = Path(os.readlink(entry / "exe")).name
+            in_root = (entry / "cpuset").read_text().strip() == "/"
+            if in_root == in_containers or program.startswith(RUNTIMES):
+                continue
+            found.extend(int(task.name) for task in (entry / "task").iterdir())
         except OSError:  # gone, or a kernel thread
             continue
-        if in_root_cpuset and exe.is_relative_to(builds):
-            found.append(int(entry.name))
     return found
 
 
-def _pin(pids: Iterable[int], cpus: frozenset[int]) -> None:
-    """Every thread of each process (an affinity is a thread's; those started later inherit their creator's)."""
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for task in (PROC / str(pid) / "task").iterdir():
-                with contextlib.suppress(OSError):
-                    os.sched_setaffinity(int(task.name), cpus)
+def _set(task: int, cpus: frozenset[int]) -> frozenset[int] | None:
+    """The task's CPUs set to `cpus`; what they were (None: the task is gone)."""
+    try:
+        was = frozenset(os.sched_getaffinity(task))
+        os.sched_setaffinity(task, cpus)
+        return was
+    except OSError:
+        return None
 
 
 @contextlib.contextmanager
-def sims_on_reserved_cpus(reserved: frozenset[int] = RESERVED_CPUS, builds: Path | None = None) -> Iterator[None]:
-    """The sims' processes on `reserved` for the duration (nothing where the host has no other CPU), then on all."""
+def host_on_reserved_cpus(reserved: frozenset[int] = RESERVED_CPUS, proc: Path = PROC) -> Iterator[None]:
+    """The host's processes on `reserved` for the duration (nothing where the host has no other CPU); then each on
+    the CPUs it had, and those started meanwhile (they inherited `reserved`) on every CPU."""
     every = frozenset(os.sched_getaffinity(0))
-    if not (every - reserved) or not (reserved & every):
+    held = reserved & every
+    if not (every - reserved) or not held:
         yield
         return
-    held = sim_processes(builds)
-    _pin(held, reserved & every)
+    had = {task: was for task in host_tasks(proc) if (was := _set(task, held)) is not None}
     try:
         yield
     finally:
-        _pin({*held, *sim_processes(builds)}, every)
+        for task in [*host_tasks(proc), *host_tasks(proc, in_containers=True)]:
+            with contextlib.suppress(OSError):
+                if task in had:
+                    os.sched_setaffinity(task, had[task])
+                elif frozenset(os.sched_getaffinity(task)) == held:
+                    os.sched_setaffinity(task, every)  # within its cpuset: the kernel keeps it there

@@ -1,5 +1,5 @@
-"""A quiet test's CPUs: the sims' processes held on the reserved CPU, then given every CPU back; a container's
-process (another cpuset) and a program not of the sim's builds are left where they are."""
+"""A quiet test's CPUs: the host's processes held on the reserved CPU, then given their CPUs back; one started
+meanwhile is given every CPU; a container runtime (what starts containers) is left where it is."""
 
 from __future__ import annotations
 
@@ -16,17 +16,21 @@ EVERY = frozenset(os.sched_getaffinity(0))
 
 
 @pytest.mark.skipif(len(EVERY) < 2 or 0 not in EVERY, reason="the host has one CPU: nothing to keep apart")
-def test_a_sim_process_is_held_on_the_reserved_cpu_and_given_every_cpu_back(tmp_path: Path) -> None:
-    builds = tmp_path / "builds"
-    (builds / "bin").mkdir(parents=True)
-    sleep = shutil.copy("/bin/sleep", builds / "bin" / "sleep")
-    with subprocess.Popen([sleep, "60"]) as ours, subprocess.Popen(["sleep", "60"]) as other:
-        try:
-            assert ours.pid in hostcpus.sim_processes(builds) and other.pid not in hostcpus.sim_processes(builds)
-            with hostcpus.sims_on_reserved_cpus(frozenset({0}), builds):
-                assert os.sched_getaffinity(ours.pid) == {0}
-                assert os.sched_getaffinity(other.pid) == EVERY
-            assert os.sched_getaffinity(ours.pid) == EVERY
-        finally:
-            ours.kill()
-            other.kill()
+def test_host_processes_are_held_on_the_reserved_cpu_and_given_their_cpus_back(tmp_path: Path) -> None:
+    narrow = frozenset({max(EVERY)})
+    shim = shutil.copy("/bin/sleep", tmp_path / "containerd-shim-runc-v2")
+    started = [subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"]), subprocess.Popen([shim, "60"])]
+    plain, pinned, runtime = started
+    os.sched_setaffinity(pinned.pid, narrow)
+    try:
+        with hostcpus.host_on_reserved_cpus(frozenset({0})):
+            assert os.sched_getaffinity(plain.pid) == {0} and os.sched_getaffinity(pinned.pid) == {0}
+            assert os.sched_getaffinity(0) == {0} and os.sched_getaffinity(runtime.pid) == EVERY
+            started.append(later := subprocess.Popen(["sleep", "60"]))
+            assert os.sched_getaffinity(later.pid) == {0}
+        assert os.sched_getaffinity(plain.pid) == EVERY and os.sched_getaffinity(pinned.pid) == narrow
+        assert os.sched_getaffinity(later.pid) == EVERY and os.sched_getaffinity(0) == EVERY
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
