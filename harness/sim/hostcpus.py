@@ -29,7 +29,7 @@ RUNTIMES = ("containerd", "runc", "crun", "conmon")  # what starts containers (c
 def host_tasks(proc: Path = PROC, in_containers: bool = False) -> list[int]:
     """Every thread of every process that runs a program (not a kernel thread), but a container runtime's: in the
     root cpuset (the host's), or in any other (`in_containers`)."""
-    found = []
+    found: list[int] = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
