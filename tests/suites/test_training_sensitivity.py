@@ -290,7 +290,8 @@ def test_capacity_elasticity_fails_when_the_pool_is_capped_below_the_job(
         timeouts, thresholds = data["timeouts"], data["thresholds"]
         assert isinstance(timeouts, dict) and isinstance(thresholds, dict)
         timeouts["admit"] = 30
-        thresholds["training.capacity_elasticity"] = {**thresholds["training.capacity_elasticity"], "running_within_s": 25}
+        elasticity = thresholds["training.capacity_elasticity"]
+        thresholds["training.capacity_elasticity"] = {**elasticity, "running_within_s": 25}
     result = suite("test_capacity_elasticity.py", "--backends=kueue",
                    f"--profile={profile_variant(tmp_path, wait_30_s)}")
     assert elasticity_failure(result, "running_within_s") >= 25, result.stdout[-3000:]
