@@ -13,7 +13,6 @@ from kubernetes import client
 
 from harness.core.paths import build_root, gpupoc_home
 from harness.targets.target import Target
-from tests.heavy import on_a_cpu_of_its_own
 
 # `make test` runs its files on pytest-xdist workers at once (Makefile: TEST_WORKERS). The first worker uses the
 # sim as usual; each other worker gets a sim of its own (its own state directory and port range, the build shared),
@@ -58,13 +57,6 @@ def why_failed(report: pytest.TestReport) -> str:
     """A failed phase's error, as its summary line gives it: CI keeps the timeline when the log is cut."""
     lines = [line for line in report.longreprtext.splitlines() if line.startswith("E ")]
     return " / ".join(line[1:].strip() for line in lines[:6])[:2000]
-
-
-@pytest.fixture(autouse=True)
-def _a_cpu_of_its_own_when_quiet(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A `quiet` test's pod has a real node's CPU to itself: the host's processes held off it (tests/heavy.py)."""
-    with on_a_cpu_of_its_own() if request.node.get_closest_marker("quiet") else contextlib.nullcontext():
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,9 @@ because another worker's test loads the same 2 cores.
 - `alone()`: the few heavy tests (the training scenarios, the real nodes' cases, the scale smoke run) never overlap
   each other: one lock file. Measured: with the real-node sim's cases beside it, Volcano's admission p95 at smoke
   size went from under 60 s to 75-80 s, and beside the real nodes' bring-up to 92 s at 4.5 jobs/s (CI, 2026-12-06).
-- `quiet` (a pytest mark): the test's pod has a real node's CPU to itself. While it runs, every host process (the
-  other workers' tests and sims, this worker's own) is held on the CPU the real nodes reserve
+- `on_a_cpu_of_its_own`: the test's pod has a real node's CPU to itself. While it runs, every other host process
+  (the other workers' tests and sims; not the test's own, nor its real-node sim's) is held on the CPU the real nodes
+  reserve
   (harness/sim/hostcpus.py), off the core the static CPU manager gives the workload sample: host processes are not
   pinned otherwise, and under the other workers' load the sample's 7 ms steps' CoV went from 0.06-0.09 to 0.83, and
   two idle sims moved its step p50 from 4-6 ms to 62-66 ms (2026-12-06). The other workers go on, on one CPU,
@@ -34,7 +35,8 @@ def alone() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def on_a_cpu_of_its_own() -> Iterator[None]:
-    """A quiet test's span: one quiet test at a time, every host process on the reserved CPU."""
-    with hostshare.locked(QUIET), hostcpus.host_on_reserved_cpus():
+def on_a_cpu_of_its_own(sim_home: str) -> Iterator[None]:
+    """A quiet test's span: one quiet test at a time, every host process on the reserved CPU but the test's own and
+    its sim's (whose home is `sim_home`)."""
+    with hostshare.locked(QUIET), hostcpus.host_on_reserved_cpus(spared=sim_home):
         yield

@@ -28,7 +28,7 @@ from harness.config.workloads import SAMPLE_ARGS
 from harness.core.paths import REPO_ROOT, build_root
 from harness.record.model import load_record
 from harness.sim import netns, procs, realnode_teardown, realnodes
-from tests.heavy import alone
+from tests.heavy import alone, on_a_cpu_of_its_own
 from tests.pod_security import restricted
 
 REAL_NODE_PROFILE = REPO_ROOT / "profiles" / "sim-real-nodes.yaml"
@@ -66,6 +66,13 @@ def real_node_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
 @pytest.fixture(autouse=True)
 def not_beside_the_other_heavy_tests() -> Iterator[None]:
     with alone():
+        yield
+
+
+@pytest.fixture()
+def a_cpu_of_its_own(real_node_sim: dict[str, str]) -> Iterator[None]:
+    """The sample's core is its own among pods, not among host processes: those are held off it (tests/heavy.py)."""
+    with on_a_cpu_of_its_own(real_node_sim["GPUPOC_HOME"]):
         yield
 
 
@@ -170,7 +177,7 @@ def measured_twice(run: Callable[[str], list[Outcome]], expected: Callable[[list
 # Quiet: the other workers' load on both cores moved the slowdown it measures to 1.0 (the sample's p50 alone 119 ms,
 # beside the antagonist 117 ms, CI 2026-12-06) and the case passed; with the host's processes on the reserved CPU
 # (tests/heavy.py) the sample shares the other one with the antagonist only.
-@pytest.mark.quiet
+@pytest.mark.usefixtures("a_cpu_of_its_own")
 def test_the_isolation_boundary_fails_when_the_kubelet_does_not_isolate_cpus(real_node_sim: dict[str, str],
                                                                            tmp_path: Path) -> None:
     """The kubelets restarted with no CPU manager and no CFS quota: the sample's threads share their cores with the
@@ -224,7 +231,7 @@ def test_pods_refused_by_pod_security_end_the_case_with_the_refusal(real_node_si
                                                   ("training.failure_recovery", "ERROR", True, False)], outcomes
 
 
-@pytest.mark.quiet  # the sample's core is its own among pods, not among host processes (tests/heavy.py)
+@pytest.mark.usefixtures("a_cpu_of_its_own")
 def test_the_workload_sample_runs_resumes_and_is_isolated(real_node_sim: dict[str, str], tmp_path: Path) -> None:
     """The sample in real containers: on Kueue it is killed mid-run and resumes from its last checkpoint; on
     kube-scheduler it runs alone, then beside another tenant's antagonist, on a node whose kubelet gives it a core of

@@ -1,5 +1,5 @@
-"""A quiet test's CPUs: the host's processes held on the reserved CPU, then given their CPUs back; one started
-meanwhile is given every CPU; a container runtime (what starts containers) is left where it is."""
+"""A quiet test's CPUs: the host's processes held on the reserved CPU, then given their CPUs back; the caller, what it
+starts, a sim's processes it spares and a container runtime (what starts containers) are left where they are."""
 
 from __future__ import annotations
 
@@ -19,17 +19,20 @@ EVERY = frozenset(os.sched_getaffinity(0))
 def test_host_processes_are_held_on_the_reserved_cpu_and_given_their_cpus_back(tmp_path: Path) -> None:
     narrow = frozenset({max(EVERY)})
     shim = shutil.copy("/bin/sleep", tmp_path / "containerd-shim-runc-v2")
-    started = [subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"]), subprocess.Popen([shim, "60"])]
-    plain, pinned, runtime = started
+    home = str(tmp_path / "real-nodes")
+    started = [subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"]), subprocess.Popen([shim, "60"]),
+               subprocess.Popen(["sleep", "60"], env={**os.environ, "GPUPOC_HOME": home})]
+    plain, pinned, runtime, spared = started
     os.sched_setaffinity(pinned.pid, narrow)
     try:
-        with hostcpus.host_on_reserved_cpus(frozenset({0})):
+        with hostcpus.host_on_reserved_cpus(frozenset({0}), spared=home):
             assert os.sched_getaffinity(plain.pid) == {0} and os.sched_getaffinity(pinned.pid) == {0}
-            assert os.sched_getaffinity(0) == {0} and os.sched_getaffinity(runtime.pid) == EVERY
+            assert os.sched_getaffinity(runtime.pid) == EVERY and os.sched_getaffinity(spared.pid) == EVERY
             started.append(later := subprocess.Popen(["sleep", "60"]))
-            assert os.sched_getaffinity(later.pid) == {0}
+            assert os.sched_getaffinity(0) == EVERY and os.sched_getaffinity(later.pid) == EVERY
+            os.sched_setaffinity(later.pid, {0})  # as if a held process had started it
         assert os.sched_getaffinity(plain.pid) == EVERY and os.sched_getaffinity(pinned.pid) == narrow
-        assert os.sched_getaffinity(later.pid) == EVERY and os.sched_getaffinity(0) == EVERY
+        assert os.sched_getaffinity(later.pid) == EVERY
     finally:
         for process in started:
             process.kill()
