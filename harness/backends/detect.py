@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
+from harness.cluster.apply import dynamic_client
 from harness.targets.target import Target
 
 
 def missing_crd_reason(api: client.ApiClient, group: str, kind: str, backend: str) -> str | None:
-    if DynamicClient(api).resources.search(group=group, kind=kind):
+    if dynamic_client(api).resources.search(group=group, kind=kind):
         return None
     return (f"{backend}: {kind} ({group}) is not served by {api.configuration.host}: "
             f"install {backend} or drop it from --backends")

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.dynamic import DynamicClient
-
 from harness.backends.base import GANG
 from harness.backends.default import DefaultBackend
+from harness.cluster.apply import dynamic_client
 from harness.jobs.model import GangJob
 from harness.targets.target import Target
 
@@ -28,8 +27,12 @@ CRITERIA = frozenset({"training.gang_admission", "training.queue_fairness", "tra
 
 def pod_group(job: GangJob, api_version: str = VERSIONS[-1]) -> dict[str, Any]:
     """Pure: the job's PodGroup, all its pods one gang; a required placement is its topology constraint (the
-    TopologyAwareWorkloadScheduling gate: every pod of the group in one domain of the label)."""
+    TopologyAwareWorkloadScheduling gate: every pod of the group in one domain of the label). The group has its
+    pods' priority class: v1.37's scheduler refuses a group whose pods' priority differs from its own ("all pods in
+    a single pod group should have the same priority as the pod group's priority, got 50 and 0", 2026-12-06)."""
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": job.pods}}}
+    if job.priority_class:
+        spec["priorityClassName"] = job.priority_class
     if job.placement and job.placement.required:
         spec["schedulingConstraints"] = {"topology": [{"key": job.placement.level}]}
     return {"apiVersion": api_version, "kind": "PodGroup",
@@ -46,7 +49,7 @@ class KubeGangBackend(DefaultBackend):
     api_version = VERSIONS[-1]  # the one the cluster serves, once unavailable_reason has asked
 
     def unavailable_reason(self, target: Target) -> str | None:
-        served = {r.group_version for r in DynamicClient(target.api).resources.search(group="scheduling.k8s.io",
+        served = {r.group_version for r in dynamic_client(target.api).resources.search(group="scheduling.k8s.io",
                                                                                        kind="PodGroup")}
         found = [v for v in VERSIONS if v in served]
         if found:

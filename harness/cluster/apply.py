@@ -14,15 +14,22 @@ from kubernetes.dynamic import DynamicClient
 FIELD_MANAGER = "gpupoc"
 _DYNAMIC: weakref.WeakKeyDictionary[client.ApiClient, DynamicClient] = weakref.WeakKeyDictionary()
 _DYNAMIC_LOCK = threading.Lock()
+_DISCOVERED: set[str] = set()  # the API servers whose discovery this process has read afresh
 
 
 def dynamic_client(api: client.ApiClient) -> DynamicClient:
     """One dynamic client per API client: making one reads the discovery cache again (about 5 ms of CPU), which
-    at 50 submissions per second is a quarter of a core."""
+    at 50 submissions per second is a quarter of a core. The client library keeps that cache in a file per API
+    server address, across processes: once per process and server it is read afresh, so a cluster upgraded since
+    (v1.36's scheduling.k8s.io/v1alpha2 gone in v1.37, its PodGroup at v1beta1) is not asked for what it no longer
+    serves (a 404, 2026-12-06)."""
     with _DYNAMIC_LOCK:
         found = _DYNAMIC.get(api)
         if found is None:
             found = _DYNAMIC[api] = DynamicClient(api)
+            if api.configuration.host not in _DISCOVERED:
+                found.resources.invalidate_cache()
+                _DISCOVERED.add(api.configuration.host)
         return found
 
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from harness.cluster.apply import dynamic_client
 from harness.core.errors import WaitTimeout
 from harness.cluster.lost_node import LOST_NODE_TAINT, lost_nodes, taken_off
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, RUN_LABEL, TEST_LABEL, label_value_for_test
@@ -76,7 +76,7 @@ def sweep(api: client.ApiClient, run_id: str | None, timeout_s: float,
     selector = f"{MANAGED_LABEL}={MANAGER},{RUN_LABEL}" + (f"={run_id}" if run_id else "")  # never the queue model
     core = client.CoreV1Api(namespaces_by or api)
     namespaces = [n.metadata.name for n in core.list_namespace(label_selector=selector).items]
-    dynamic = DynamicClient(api)
+    dynamic = dynamic_client(api)
     for api_version, kind in NAMESPACED + CLUSTER_SCOPED:
         try:
             resource = dynamic.resources.get(api_version=api_version, kind=kind)

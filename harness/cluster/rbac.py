@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from harness.cluster.apply import dynamic_client
 from harness.config.profile import Profile
 from harness.core.paths import MANIFESTS_DIR
 
@@ -215,7 +216,7 @@ def apply(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
         if exc.status != 404:
             raise
         core.create_namespace({"metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": "gpupoc"}}})
-    dynamic, done = DynamicClient(api), []
+    dynamic, done = dynamic_client(api), []
     for doc in [service_account(account), *docs]:
         resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         meta = doc["metadata"]
@@ -230,7 +231,7 @@ def remove(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
     """Delete the role, its bindings and the ServiceAccount (what `apply` made; the namespace stays)."""
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError
-    dynamic, gone = DynamicClient(api), []
+    dynamic, gone = dynamic_client(api), []
     for doc in [*docs, service_account(account)]:
         meta = doc["metadata"]
         try:

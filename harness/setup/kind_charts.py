@@ -21,6 +21,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
 
+from harness.cluster.apply import dynamic_client
 from harness.core.errors import BuildError, ConfigError
 from harness.core import paths
 from harness.config.reference_schedulers import KUEUE_CHART_SETTINGS, VOLCANO_SCHEDULER_CONF, merged
@@ -212,7 +213,7 @@ def render(source: ChartSource, kube_version: str) -> list[dict[str, Any]]:
 
 def dry_run_apply(api: client.ApiClient, objects: Iterable[dict[str, Any]], default_namespace: str) -> DryRun:
     """Server-side apply each object with dryRun=All: admission and validation run, nothing is stored."""
-    dynamic, outcome = DynamicClient(api), DryRun()
+    dynamic, outcome = dynamic_client(api), DryRun()
     for obj in objects:
         try:
             resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from harness.cluster.apply import dynamic_client
 from harness import backends as registry
 from harness.config.options import RunConfig
 from harness.cluster.inventory import gpu_inventory
@@ -138,7 +138,7 @@ def backend_checks(target: Target, cfg: RunConfig, queue_model_kept: bool) -> li
 
 def queue_checks(api: client.ApiClient, cfg: RunConfig, backend: str) -> list[Check]:
     api_version, kind, namespaced = QUEUE_KINDS[backend]
-    dynamic = DynamicClient(api)  # one discovery for every queue looked up below
+    dynamic = dynamic_client(api)  # one discovery for every queue looked up below
     resource = dynamic.resources.get(api_version=api_version, kind=kind)
     checks = []
     for tenant in cfg.profile.tenants:

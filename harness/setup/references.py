@@ -4,9 +4,9 @@ namespaces, and each tenant's queues (training, development) on every backend th
 from __future__ import annotations
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from harness.cluster.apply import dynamic_client
 from harness.config.profile import Profile
 
 # backend -> (apiVersion, kind, namespaced) of its queue objects
@@ -17,7 +17,7 @@ QUEUE_KINDS = {"kueue": ("kueue.x-k8s.io/v1beta2", "LocalQueue", True),
 
 def missing_references(api: client.ApiClient, profile: Profile, backends: tuple[str, ...]) -> list[str]:
     """What the profile names that the cluster lacks, one phrase each (empty when all is there)."""
-    core, dynamic = client.CoreV1Api(api), DynamicClient(api)
+    core, dynamic = client.CoreV1Api(api), dynamic_client(api)
     namespaces = {t.namespace for t in profile.tenants if _exists(core, t.namespace)}
     missing = [f"namespace {t.namespace} (tenant {t.name})" for t in profile.tenants if t.namespace not in namespaces]
     missing += [f"namespace {t.serving_namespace} (tenant {t.name}'s model services: serving_namespace)"

@@ -13,8 +13,8 @@ import uuid
 from typing import Any
 
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
+from harness.cluster.apply import dynamic_client
 from harness.cluster.inventory import SIMULATED_LABEL
 from harness.config.accelerators import NVIDIA
 from harness.sim.config import GpuSpec
@@ -52,7 +52,7 @@ def device_class(expression: str = SELECTOR) -> dict[str, Any]:
 def publish(api: client.ApiClient, nodes: list[tuple[str, str]], gpu: GpuSpec) -> None:
     """The DeviceClass (replaced: a sensitivity test may have changed its selector) and the slices of `nodes`
     ((name, uid) pairs)."""
-    dynamic = DynamicClient(api)
+    dynamic = dynamic_client(api)
     try:
         dynamic.resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").create(body=device_class())
     except client.ApiException as exc:
@@ -66,7 +66,7 @@ def publish(api: client.ApiClient, nodes: list[tuple[str, str]], gpu: GpuSpec) -
 
 def set_selector(api: client.ApiClient, expression: str) -> None:
     """Replace the DeviceClass's selector (the sensitivity test's: one that matches nothing)."""
-    DynamicClient(api).resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").patch(
+    dynamic_client(api).resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").patch(
         name=DEVICE_CLASS, body=device_class(expression), content_type="application/merge-patch+json")
 
 

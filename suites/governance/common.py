@@ -6,8 +6,8 @@ import time
 
 import pytest
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
 
+from harness.cluster.apply import dynamic_client
 from harness.backends.base import QueueUsage
 from harness.cluster.wait import poll
 from harness.jobs.model import GangJob
@@ -33,7 +33,7 @@ def queue_gpus(api: client.ApiClient, usage: QueueUsage, queue: str, resource: s
 
 def queue_held(api: client.ApiClient, usage: QueueUsage, queue: str, resource: str) -> float:
     """GPUs the queue object says it holds now."""
-    queues = DynamicClient(api).resources.get(api_version=usage.api_version, kind=usage.kind)
+    queues = dynamic_client(api).resources.get(api_version=usage.api_version, kind=usage.kind)
     return usage.held(queues.get(name=queue).to_dict(), resource)
 
 

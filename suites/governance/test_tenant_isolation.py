@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from harness.cluster.apply import dynamic_client
 from harness.backends import Backend
 from harness.backends.base import QUEUE_QUOTA
 from harness.criteria.governance import tenant_isolation as iso
@@ -172,7 +173,7 @@ def cross_tenant_actions(me: Tenant, other: Tenant) -> list[Action]:
 
 def attempts_of(target: Target, me: Tenant, other: Tenant, mine: client.ApiClient,
                 workloads: WorkloadSpec) -> list[iso.Attempt]:
-    dynamic = DynamicClient(target.api)
+    dynamic = dynamic_client(target.api)
     result = []
     for action in cross_tenant_actions(me, other):
         version = served(dynamic, action.group, action.resource)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes.dynamic import DynamicClient
 
+from harness.cluster.apply import dynamic_client
 from harness.backends import Backend
 from harness.backends.base import DRA, QUEUE_QUOTA
 from harness.config.profile import Profile, Tenant
@@ -97,7 +97,7 @@ def test_dra_allocation(target: Target, backend: Backend, workloads: JobSystem, 
 def published_devices(workloads: Workloads, driver: str) -> int:
     """Devices of `driver` in the ResourceSlices of the nodes the profile's pods may land on."""
     nodes = set(workloads.node_names())
-    slices = DynamicClient(workloads.api).resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    slices = dynamic_client(workloads.api).resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     return sum(len(s["spec"].get("devices") or []) for s in slices.get().to_dict()["items"]
                if s["spec"].get("driver") == driver and s["spec"].get("nodeName") in nodes)
 
@@ -146,7 +146,7 @@ def unschedulable(pod: dict[str, Any]) -> str:
 def claims_of(workloads: Workloads, jobs: list[GangJob]) -> list[PodClaim]:
     """The pods of `jobs` with their GPU claims, read now."""
     found: list[PodClaim] = []
-    claims = DynamicClient(workloads.api).resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim")
+    claims = dynamic_client(workloads.api).resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim")
     for namespace in sorted({j.tenant.namespace for j in jobs}):
         pods = [p for p in workloads.members(namespace).objects.values() if any(belongs(p, j) for j in jobs)]
         found += pod_claims(pods, claims.get(namespace=namespace).to_dict()["items"], GPU_CLAIM)
