@@ -164,13 +164,14 @@ def test_every_request_of_the_suites_run_in_this_session_is_in_the_role(queue_mo
                                                                          tmp_path_factory: pytest.TempPathFactory
                                                                          ) -> None:
     """Runs last (see tests/conftest.py): the union of what every suite run of this session asked of the API
-    server (requests.json beside each record) is inside the runner's role; a suite that starts using a verb
-    outside it fails here, naming it."""
+    server (requests.json beside each record) is inside the runner's role, with its destructive part, which the
+    runner has on the sim (the training scenarios' lost node is a node tainted: `patch nodes`, make test
+    2026-12-06, when they ran on this worker); a suite that starts using a verb outside it fails here, naming it."""
     files = [f for f in tmp_path_factory.getbasetemp().rglob(rbac.REQUESTS_FILE) if runs_suites(f)]
     if not files:
         pytest.skip("no suite ran in this session")
     seen = {r for f in files for r in rbac.load_requests(f)}
-    docs = rbac.runner_manifests(queue_model, ACCOUNT, LOCK)
+    docs = rbac.runner_manifests(queue_model, ACCOUNT, LOCK, destructive=())
     beyond = [r.describe() for r in rbac.outside(docs, sorted(seen))]
     assert not beyond, f"{len(files)} runs; requests outside manifests/rbac/: " + "; ".join(beyond)
 
