@@ -207,7 +207,6 @@ def load_requests(path: Path) -> list[Request]:
 def apply(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
     """Server-side apply of the ServiceAccount (its namespace created when missing) and the role, as an admin."""
     from kubernetes import client
-    from kubernetes.dynamic import DynamicClient
     namespace = account.split("/", 1)[0]
     core = client.CoreV1Api(api)
     try:
@@ -229,7 +228,6 @@ def apply(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
 
 def remove(api: Any, account: str, docs: list[dict[str, Any]]) -> list[str]:
     """Delete the role, its bindings and the ServiceAccount (what `apply` made; the namespace stays)."""
-    from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError
     dynamic, gone = dynamic_client(api), []
     for doc in [*docs, service_account(account)]:
