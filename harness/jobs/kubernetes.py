@@ -392,9 +392,11 @@ class Workloads(MakesJobs):
                 client.CoreV1Api(self.api).delete_collection_namespaced_pod(
                     namespace, label_selector=self.selector, grace_period_seconds=0)
 
+        deadline = time.monotonic() + self.delete_timeout_s  # one budget for all of it, not one per kind
+
         def wait_gone_or_report(list_func: Callable[..., Any], what: str, **selectors: Any) -> None:
             try:
-                wait_gone(list_func, what, timeout_s=self.delete_timeout_s, **selectors)
+                wait_gone(list_func, what, timeout_s=max(1.0, deadline - time.monotonic()), **selectors)
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
 

@@ -37,6 +37,7 @@ CONSOLIDATE_AFTER = "5s"  # an empty node goes this long after its last pod (Kar
 ZONE = "sim-zone-a"
 PRICE_PER_NODE_HOUR = 98.32  # an 8-GPU H100 node on demand; Karpenter picks the cheapest offering that fits
 NODEPOOLS = ("karpenter.sh", "v1", "nodepools")
+NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")
 POOL_LABEL = "karpenter.sh/nodepool"  # Karpenter's label on the nodes of a NodePool
 INSTANCE_TYPES_FILE = "karpenter-instance-types.json"
 
@@ -104,3 +105,11 @@ def patch_pool(api: client.ApiClient, spec: dict[str, Any]) -> None:
     """Merge `spec` into the NodePool's (the sensitivity tests: its GPU limit, its consolidateAfter)."""
     group, version, plural = NODEPOOLS
     client.CustomObjectsApi(api).patch_cluster_custom_object(group, version, plural, POOL, {"spec": spec})
+
+
+def remove_pool_nodes(api: client.ApiClient) -> None:
+    """Delete the pool's NodeClaims: Karpenter drains and removes their nodes at once, not after consolidateAfter
+    (a sensitivity test's clean-up)."""
+    group, version, plural = NODECLAIMS
+    client.CustomObjectsApi(api).delete_collection_cluster_custom_object(
+        group, version, plural, label_selector=f"{POOL_LABEL}={POOL}")

@@ -27,7 +27,8 @@ from suites.governance.common import STARTED, submit_and_wait_running
 from suites.training.common import LONG_RUN_S, gpu_nodes, require, state_is
 
 WAITING_JOBS = 2
-SETTLE_S = 30.0  # a few scrapes for the metric to show what the API shows
+SETTLE_SCRAPES = 4  # for a metric to show what the API shows: a few scrapes (5 s each on the sim: 20 s)
+SETTLE_S = 30.0  # where Prometheus does not say how often it scrapes
 
 
 def look_up(prometheus: Prometheus, series: Series) -> coverage.Found:
@@ -62,9 +63,10 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
                        profile.timeouts.admit)
     waiting = sum(1 for j in jobs if not state_is(workloads, j, *STARTED)(tracker.objects))
     queue = tenant.queues.get(backend.queue_system)
+    settle_s = prometheus.settle_s(SETTLE_SCRAPES, SETTLE_S)
     if backend.monitoring.pending and queue:
         query = backend.monitoring.pending.format(queue=queue)
-        samples = poll(lambda: prometheus.instant(query), lambda s: bool(s) and s[0].value == waiting, SETTLE_S)
+        samples = poll(lambda: prometheus.instant(query), lambda s: bool(s) and s[0].value == waiting, settle_s)
         ev.promql.append((query, f"{samples[0].value:g}" if samples else "no series"))
         ev.note(f"jobs waiting in {queue}: {waiting} by the API, "
                 + (f"{samples[0].value:g} by the metric" if samples else "no series"))
@@ -76,7 +78,7 @@ def run_monitoring_coverage(target: Target, prometheus: Prometheus, backend: Bac
         needed.append(GPU_UTILISATION)
     # series of objects just created (kube-state-metrics' of the new pods) show after a scrape or two
     found = poll(lambda: [look_up(prometheus, s) for s in needed],
-                 lambda seen: not any(f.state() == coverage.MISSING for f in seen), SETTLE_S)
+                 lambda seen: not any(f.state() == coverage.MISSING for f in seen), settle_s)
     if target.features.simulated_gpus:
         ev.note("GPU utilisation (DCGM_FI_DEV_GPU_UTIL) not checked: the sim's GPUs are simulated and it runs no "
                 "DCGM exporter")

@@ -23,7 +23,8 @@ from harness.sim.slurm import daemons as sim_slurm
 from harness.jobs.slurm.system import GANG_AS_ARRAY_ENV, NO_REQUEUE_ENV
 from harness.targets.target import Target
 from tests.suites.test_governance import SESSION_IN_10_S, suite
-from tests.suites.test_training_sensitivity import SIM_PROFILE, profile_variant, short_admission, short_admit_timeout
+from tests.suites.test_training_sensitivity import (ADMIT_TIMEOUT_S, PREEMPT_WITHIN_S, SIM_PROFILE, profile_variant,
+                                                     short_admission, short_admit_timeout)
 
 # Fairness on Slurm lasts four ranking periods and a wait for a ranking (about 5 minutes): its PASS is `make poc`'s;
 # its FAIL on equal shares is observed beside the Kubernetes scenarios (tests/suites/test_training_scenarios.py)
@@ -118,7 +119,8 @@ def test_preemption_fails_on_slurm_when_the_high_qos_cannot_preempt(
         tmp_path: Path, slurm: sim_slurm.SlurmLayout, reference_slurm_model_afterwards: None) -> None:
     sim_slurm.sacctmgr(slurm, "modify", "qos", "where", "name=high", "set", "preempt=")
     fails_on_slurm("suites/training/test_priority_preemption.py",
-                   "training.priority_preemption [slurm]: measured admit_within_s: 40", "(wanted <= 30 s)",
+                   f"training.priority_preemption [slurm]: measured admit_within_s: {ADMIT_TIMEOUT_S}",
+                   f"(wanted <= {PREEMPT_WITHIN_S} s)",
                    args=(f"--profile={profile_variant(tmp_path, short_admit_timeout)}",))
 
 

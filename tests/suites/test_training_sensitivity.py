@@ -99,11 +99,17 @@ def test_queue_fairness_fails_when_the_queues_are_weighted_1_to_1_but_3_to_1_is_
     assert "max_share_deviation: 0." in result.stdout  # measured against 0.75 / 0.25
 
 
+PREEMPT_WITHIN_S, ADMIT_TIMEOUT_S = 10, 20  # the reference preempts within about 5 s on the sim (kueue, 2026-12-07)
+
+
 def short_admit_timeout(data: dict[str, object]) -> None:
-    """Never admitted: the wait ends at the admit timeout (40 s here), a lower bound compared with the threshold."""
-    timeouts = data["timeouts"]
-    assert isinstance(timeouts, dict)
-    timeouts["admit"] = 40
+    """Never admitted: the wait ends at the admit timeout (20 s here), a lower bound compared with the threshold,
+    lowered to 10 s so that the wait is short (the fillers' own admission has the same 20 s)."""
+    timeouts, thresholds = data["timeouts"], data["thresholds"]
+    assert isinstance(timeouts, dict) and isinstance(thresholds, dict)
+    timeouts["admit"] = ADMIT_TIMEOUT_S
+    thresholds["training.priority_preemption"] = {**thresholds["training.priority_preemption"],
+                                                  "admit_within_s": PREEMPT_WITHIN_S}
 
 
 def test_preemption_fails_when_the_high_priority_class_cannot_preempt(
@@ -115,8 +121,8 @@ def test_preemption_fails_when_the_high_priority_class_cannot_preempt(
     result = suite("test_priority_preemption.py", "--backends=default", "--queue-model=keep",
                    f"--profile={profile_variant(tmp_path, short_admit_timeout)}")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert ("training.priority_preemption [default]: measured admit_within_s: 40" in result.stdout
-            and "(wanted <= 30 s)" in result.stdout), result.stdout[-3000:]
+    assert (f"training.priority_preemption [default]: measured admit_within_s: {ADMIT_TIMEOUT_S}" in result.stdout
+            and f"(wanted <= {PREEMPT_WITHIN_S} s)" in result.stdout), result.stdout[-3000:]
 
 
 def test_preemption_fails_on_kai_when_urgent_work_has_no_higher_priority(
@@ -132,8 +138,8 @@ def test_preemption_fails_on_kai_when_urgent_work_has_no_higher_priority(
     result = suite("test_priority_preemption.py", "--backends=kai", "--queue-model=keep",
                    f"--profile={profile_variant(tmp_path, short_admit_timeout)}")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
-    assert ("training.priority_preemption [kai]: measured admit_within_s: 40" in result.stdout
-            and "(wanted <= 30 s)" in result.stdout), result.stdout[-3000:]
+    assert (f"training.priority_preemption [kai]: measured admit_within_s: {ADMIT_TIMEOUT_S}" in result.stdout
+            and f"(wanted <= {PREEMPT_WITHIN_S} s)" in result.stdout), result.stdout[-3000:]
 
 
 @pytest.mark.parametrize("backend", ["volcano", "default"], indirect=True)
@@ -257,6 +263,7 @@ def node_pool(sim_api: client.ApiClient) -> Iterator[Callable[[dict[str, object]
     spec = custom.get_cluster_custom_object(group, version, plural, karpenter.POOL)["spec"]
     yield lambda change: karpenter.patch_pool(sim_api, change)
     karpenter.patch_pool(sim_api, {"limits": spec["limits"], "disruption": spec["disruption"]})
+    karpenter.remove_pool_nodes(sim_api)
     try:
         wait_gone(client.CoreV1Api(sim_api).list_node, "the NodePool's nodes", timeout_s=120,
                   label_selector=f"{karpenter.POOL_LABEL}={karpenter.POOL}")
@@ -294,13 +301,21 @@ def test_capacity_elasticity_fails_when_the_pool_is_capped_below_the_job(
 
 
 def test_capacity_elasticity_fails_on_the_idle_cost_when_scale_down_is_off(
-        node_pool: Callable[[dict[str, object]], None]) -> None:
+        tmp_path: Path, node_pool: Callable[[dict[str, object]], None]) -> None:
     """consolidateAfter: Never: the job's nodes stay after it, and the case FAILs on their idle GPU-hours (the
-    reference pool: 26 s and 0.12 GPU-h, 2026-12-06)."""
+    reference pool: 26 s and 0.12 GPU-h, 2026-12-06). The thresholds are lowered (scale-down 20 s, 0.1 GPU-h) so
+    that the removal is waited for 35 s, not 75 s: with consolidation off the nodes stay however long it is."""
     node_pool({"disruption": {"consolidateAfter": "Never"}})
-    result = suite("test_capacity_elasticity.py", "--backends=kueue")
-    assert elasticity_failure(result, "max_idle_gpu_hours") > 0.3, result.stdout[-3000:]
-    assert elasticity_failure(result, "scale_down_within_s") > 60, result.stdout[-3000:]
+
+    def scale_down_in_20_s(data: dict[str, object]) -> None:
+        thresholds = data["thresholds"]
+        assert isinstance(thresholds, dict)
+        thresholds["training.capacity_elasticity"] = {**thresholds["training.capacity_elasticity"],
+                                                      "scale_down_within_s": 20, "max_idle_gpu_hours": 0.1}
+    result = suite("test_capacity_elasticity.py", "--backends=kueue",
+                   f"--profile={profile_variant(tmp_path, scale_down_in_20_s)}")
+    assert elasticity_failure(result, "max_idle_gpu_hours") > 0.1, result.stdout[-3000:]
+    assert elasticity_failure(result, "scale_down_within_s") > 20, result.stdout[-3000:]
 
 
 @pytest.fixture()
