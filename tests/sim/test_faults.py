@@ -30,6 +30,7 @@ REQUEST_S, BUDGET_S, ADMIT_S = 3, 15, 45
 # beyond: past the budget plus the last attempt's read timeout and backoff (the seam checks the budget after a
 # failed attempt, so a request may outlast it by one attempt), so the request fails while the component is down
 BRIDGED_S, BEYOND_S = BUDGET_S - 7, BUDGET_S + 8
+SCHEDULER_ADMIT_S = 20  # a restarted volcano-scheduler binds within about 5 s (2026-12-07)
 INNER = '''
 import threading
 import time
@@ -102,17 +103,18 @@ FAULTS = {  # fault -> (component, backend of the job submitted during it, how, 
     # Prometheus answers 503 while it replays its WAL after a start (about 7 s under make test's load): bridged is a
     # restart at once, so the outage is its own start-up, not a pause added to it
     "prometheus-stopped": ("prometheus", "default", "stop-start", 0, BEYOND_S),
-    # no retry budget for what the harness does not call: beyond is past the admission timeout
-    "scheduler-killed": ("volcano-scheduler", "volcano", "stop-start", 0, ADMIT_S + 5),
+    # no retry budget for what the harness does not call: beyond is past the admission timeout, its own here (the
+    # control plane stays up: no controller reconnects)
+    "scheduler-killed": ("volcano-scheduler", "volcano", "stop-start", 0, SCHEDULER_ADMIT_S + 5),
 }
 
 
 RESTARTED_CONTROL_PLANE = ("kube-apiserver", "etcd")
 
 
-def inner_profile(tmp_path: Path) -> Path:
+def inner_profile(tmp_path: Path, admit_s: float) -> Path:
     data = yaml.safe_load((REPO_ROOT / "profiles" / "sim.yaml").read_text())
-    data["timeouts"].update(request=REQUEST_S, retry_budget=BUDGET_S, admit=ADMIT_S)
+    data["timeouts"].update(request=REQUEST_S, retry_budget=BUDGET_S, admit=admit_s)
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -123,8 +125,9 @@ def run_fault(tmp_path: Path, component: str, backend: str, how: str, bridged_s:
     (tmp_path / "test_fault.py").write_text(INNER.format(component=component, backend=backend, how=how,
                                                          bridged=bridged_s, beyond=beyond_s))
     run_id = f"fault-{uuid.uuid4().hex[:6]}"
+    admit_s = SCHEDULER_ADMIT_S if component == "volcano-scheduler" else ADMIT_S
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-q", "-rA", "-p",
-                           "no:cacheprovider", "test_fault.py", f"--profile={inner_profile(tmp_path)}",
+                           "no:cacheprovider", "test_fault.py", f"--profile={inner_profile(tmp_path, admit_s)}",
                            f"--run-id={run_id}", f"--reports-dir={tmp_path}", "--queue-model=keep"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     results = {next((k for k in ("bridged", "beyond") if k in r.nodeid), "after"): r
