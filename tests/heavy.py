@@ -1,8 +1,7 @@
 """Host load between the xdist workers of `make test`: what one test measures must not move past a threshold
 because another worker's test loads the same 2 cores.
 
-- `alone()`: the few heavy tests (the training scenarios, the real nodes' cases, the scale smoke run, kind up to down)
-  and the load-sensitive inference latency run never overlap
+- `alone()`: the few heavy tests (the training scenarios, the real nodes' cases, the scale smoke run) never overlap
   each other: one lock file. Measured: with the real-node sim's cases beside it, Volcano's admission p95 at smoke
   size went from under 60 s to 75-80 s, and beside the real nodes' bring-up to 92 s at 4.5 jobs/s (CI, 2026-12-06).
 - `on_a_cpu_of_its_own`: the test's pod has a real node's CPU to itself. While it runs, every other host process

@@ -18,7 +18,6 @@ import pytest
 
 from harness.config.versions import load_pins
 from harness.core.paths import REPO_ROOT, bin_dir, gpupoc_home
-from tests.heavy import alone
 
 HERE = REPO_ROOT / "kind" / "here.sh"
 UP_TIMEOUT_S = 900  # a cold node image: mmdebstrap and the image imports (57 s warm, 2026-12-05)
@@ -58,17 +57,14 @@ def here(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def kind_here() -> Iterator[Path]:
-    """kind up to down holds the heavy tests' lock (tests/heavy.py): its bring-up is the heaviest load make test puts
-    on the host (load average 16 on 2 cores, 2026-12-07)."""
-    with alone():
-        try:
-            up = here("up", UP_TIMEOUT_S)
-            assert up.returncode == 0, up.stderr[-3000:]
-            yield kind_kubeconfig()
-        finally:
-            down = here("down", DOWN_TIMEOUT_S)
-            assert down.returncode == 0, down.stderr[-3000:]
-            assert "as before up" in down.stderr, down.stderr[-3000:]
+    try:
+        up = here("up", UP_TIMEOUT_S)
+        assert up.returncode == 0, up.stderr[-3000:]
+        yield kind_kubeconfig()
+    finally:
+        down = here("down", DOWN_TIMEOUT_S)
+        assert down.returncode == 0, down.stderr[-3000:]
+        assert "as before up" in down.stderr, down.stderr[-3000:]
 
 
 def images_in(namespace: str) -> set[str]:

@@ -31,7 +31,6 @@ from suites.inference.test_latency import latency_run
 from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
 from harness.config.profile import load_profile
-from tests.heavy import alone
 from tests.pod_security import restricted
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import SIM_PROFILE
@@ -42,19 +41,12 @@ CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscali
 
 def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient,
                                                     restricted_serving_namespaces: None) -> None:
-    """Every serving pod meets Pod Security's restricted level: the tenants' serving namespaces enforce it. Latency,
-    whose stand-ins' token times are the host's CPU, in a run of its own among the heavy tests, never beside them
-    (tests/heavy.py): beside kind's bring-up its ITL p99 was 0.24 s against 0.1 (make test, 2026-12-07)."""
-    result = suite("suites/inference", "--deselect=suites/inference/test_latency.py::test_latency[default]",
-                   "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}")
-    with alone():
-        alone_result = suite("suites/inference/test_latency.py", "--backends=default", "--run-id=latency",
-                             f"--reports-dir={tmp_path}")
-    results = [*load_record(tmp_path / "inference" / "record.json").results,
-               *load_record(tmp_path / "latency" / "record.json").results]
-    outcomes = [(r.criterion, r.backend, r.outcome) for r in results]
+    """Every serving pod meets Pod Security's restricted level: the tenants' serving namespaces enforce it."""
+    result = suite("suites/inference", "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}")
+    record = load_record(tmp_path / "inference" / "record.json")
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
     assert not unexpected(outcomes, load_expected()), "\n".join(
-        f"{r.nodeid}: {r.outcome} {r.message}" for r in results) + result.stdout[-3000:] + alone_result.stdout[-3000:]
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
     assert {(c, "default", "PASS") for c in CRITERIA} <= set(outcomes), outcomes
     html = (tmp_path / "inference" / "record.html").read_text()
     assert "probe success per second during the rollout" in html and "network namespace gpupoc-sim-" in html
