@@ -6,6 +6,7 @@ criteria that need Prometheus become ERROR, with this reason.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -185,17 +186,13 @@ class Prometheus:
         stamps = self.instant(f"max(timestamp({metric}_count))")
         return found, (stamps[0].value if stamps else 0.0)
 
-    def scrape_interval_s(self) -> float | None:
-        """The longest interval between scrapes of any target, as Prometheus measures its own (the median of
-        prometheus_target_interval_length_seconds); None where it does not scrape itself."""
-        samples = self.instant('max(prometheus_target_interval_length_seconds{quantile="0.5"})')
-        return samples[0].value if samples and samples[0].value == samples[0].value else None  # NaN: none yet
-
     def settle_s(self, scrapes: int, otherwise_s: float) -> float:
-        """How long a series may take to show what the API shows: `scrapes` scrape intervals, or `otherwise_s`
-        where the interval is not known."""
-        interval = self.scrape_interval_s()
-        return scrapes * interval if interval else otherwise_s
+        """How long a series may take to show what the API shows: `scrapes` of the longest interval between scrapes,
+        as Prometheus measures its own (prometheus_target_interval_length_seconds' median), or `otherwise_s` where
+        it does not scrape itself."""
+        samples = self.instant('max(prometheus_target_interval_length_seconds{quantile="0.5"})')
+        interval = samples[0].value if samples else math.nan  # NaN too before its first interval
+        return otherwise_s if math.isnan(interval) or not interval else scrapes * interval
 
     def reachable_reason(self) -> str | None:
         """None when Prometheus answers a trivial query, else why not (asked once: no retry budget)."""

@@ -38,6 +38,13 @@ def suite(test_file: str, *options: str) -> subprocess.CompletedProcess[str]:
                           timeout=900)
 
 
+def with_thresholds(data: dict[str, object], criterion: str, **values: float) -> None:
+    """A profile variant's thresholds of `criterion`, `values` replacing the reference's."""
+    thresholds = data["thresholds"]
+    assert isinstance(thresholds, dict)
+    thresholds[criterion] = {**thresholds[criterion], **values}
+
+
 def profile_variant(tmp_path: Path, change: Callable[[dict[str, object]], None]) -> Path:
     data = yaml.safe_load(SIM_PROFILE.read_text())
     change(data)
@@ -105,11 +112,10 @@ PREEMPT_WITHIN_S, ADMIT_TIMEOUT_S = 10, 20  # the reference preempts within abou
 def short_admit_timeout(data: dict[str, object]) -> None:
     """Never admitted: the wait ends at the admit timeout (20 s here), a lower bound compared with the threshold,
     lowered to 10 s so that the wait is short (the fillers' own admission has the same 20 s)."""
-    timeouts, thresholds = data["timeouts"], data["thresholds"]
-    assert isinstance(timeouts, dict) and isinstance(thresholds, dict)
+    timeouts = data["timeouts"]
+    assert isinstance(timeouts, dict)
     timeouts["admit"] = ADMIT_TIMEOUT_S
-    thresholds["training.priority_preemption"] = {**thresholds["training.priority_preemption"],
-                                                  "admit_within_s": PREEMPT_WITHIN_S}
+    with_thresholds(data, "training.priority_preemption", admit_within_s=PREEMPT_WITHIN_S)
 
 
 def test_preemption_fails_when_the_high_priority_class_cannot_preempt(
@@ -288,11 +294,10 @@ def test_capacity_elasticity_fails_when_the_pool_is_capped_below_the_job(
     node_pool({"limits": {"nvidia.com/gpu": "8"}})
 
     def wait_20_s(data: dict[str, object]) -> None:
-        timeouts, thresholds = data["timeouts"], data["thresholds"]
-        assert isinstance(timeouts, dict) and isinstance(thresholds, dict)
+        timeouts = data["timeouts"]
+        assert isinstance(timeouts, dict)
         timeouts["admit"] = 20
-        elasticity = thresholds["training.capacity_elasticity"]
-        thresholds["training.capacity_elasticity"] = {**elasticity, "running_within_s": 15, "scale_down_within_s": 5}
+        with_thresholds(data, "training.capacity_elasticity", running_within_s=15, scale_down_within_s=5)
     result = suite("test_capacity_elasticity.py", "--backends=kueue",
                    f"--profile={profile_variant(tmp_path, wait_20_s)}")
     assert elasticity_failure(result, "running_within_s") >= 15, result.stdout[-3000:]
@@ -308,10 +313,7 @@ def test_capacity_elasticity_fails_on_the_idle_cost_when_scale_down_is_off(
     node_pool({"disruption": {"consolidateAfter": "Never"}})
 
     def scale_down_in_20_s(data: dict[str, object]) -> None:
-        thresholds = data["thresholds"]
-        assert isinstance(thresholds, dict)
-        thresholds["training.capacity_elasticity"] = {**thresholds["training.capacity_elasticity"],
-                                                      "scale_down_within_s": 20, "max_idle_gpu_hours": 0.1}
+        with_thresholds(data, "training.capacity_elasticity", scale_down_within_s=20, max_idle_gpu_hours=0.1)
     result = suite("test_capacity_elasticity.py", "--backends=kueue",
                    f"--profile={profile_variant(tmp_path, scale_down_in_20_s)}")
     assert elasticity_failure(result, "max_idle_gpu_hours") > 0.1, result.stdout[-3000:]
