@@ -45,7 +45,10 @@ poc: build
 # Four ran out of inotify instances (fs.inotify.max_user_instances 128: Kueue's and Volcano's file watchers in four
 # sims and the multi-cluster workers' "too many open files") and loaded the scale smoke run past its rate (2026-12-05).
 TEST_WORKERS ?= 3
+# kind's node image (tests/kind) is built before the tests, not during them: on a fresh machine its mmdebstrap and image
+# imports took 316 s of the kind test's set-up, beside the other workers' cases (2026-12-07); cached, a label check.
 test: build
+	PYTHON=$(PYTHON) bash kind/node-image.sh
 	$(ONE_RUN) $(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
 
 # kind on this machine, as a user runs gpupoc against a cluster (kind/here.sh: the node image built here, the

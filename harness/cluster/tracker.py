@@ -85,17 +85,22 @@ class Tracker:
                                      self.last_event_at, event, self._server_time(obj)))
 
     def _run(self) -> None:
+        listed: set[str] | None = None  # the names a (re)list gave, until it is complete
         try:
             for event, obj in events(self._source, time.monotonic() + FOREVER_S, self._stop, **self._kwargs):
                 recorded = None
                 with self._changed:
-                    if event == RELIST:
-                        self.objects.clear()
+                    if event == RELIST:  # the objects stay readable while the list refills them (a watch broke)
+                        listed = set()
                     elif event == SYNCED:
-                        self.synced = True
+                        for name in set(self.objects) - (listed or set()):  # gone while the watch was broken
+                            self.gone[name] = self.objects.pop(name)
+                        listed, self.synced = None, True
                     else:
                         recorded = obj.to_dict()
                         self._record(event, recorded)
+                        if listed is not None:
+                            listed.add(recorded["metadata"]["name"])
                     self._changed.notify_all()
                 if recorded is not None and self._listeners:  # outside the lock: a listener may poke another
                     for listener in self._listeners:

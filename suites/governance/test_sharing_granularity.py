@@ -69,15 +69,17 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
         ev.note("simulated: the GPU UUIDs are written by the sim's device side (harness/sim/gpu_reservations.py); "
                 "the placement, the fractions given and the queue charges are KAI's own")
     pods = {t.namespace: workloads.members(t.namespace) for t in (first, second)}
+    seen: dict[str, dict[str, Any]] = {}  # each pod as its tenant's wait saw it running, then as last seen
     for tenant in (first, second):
         mine = [j for j in jobs if j.tenant is tenant]
         try:
-            pods[tenant.namespace].wait_until(f"{tenant.name}'s {len(mine)} fractional pods running",
-                                              all_running(mine),
-                                              profile.timeouts.admit)
+            seen |= pods[tenant.namespace].wait_until(f"{tenant.name}'s {len(mine)} fractional pods running",
+                                                      all_running(mine), profile.timeouts.admit)
         except (WaitTimeout, WaitFailed) as exc:
             ev.note(f"not running after {profile.timeouts.admit:.0f}s: {exc}")
-    shares = read_shares(workloads.api, pods, jobs, memory)
+    for tracker in pods.values():
+        seen |= dict(tracker.objects)
+    shares = read_shares(workloads.api, list(seen.values()), [t.namespace for t in (first, second)], jobs, memory)
     held = {t.name: sum(s.granted or 0.0 for s in shares if s.tenant == t.namespace) for t in (first, second)}
     within = ev.thresholds["max_quota_error"]  # KAI charges a request by memory as asked, not as given
     charged = {t.namespace: (queue_gpus(workloads.api, usage, queues[t.name], resource, before[t.name] + held[t.name],
@@ -103,12 +105,13 @@ def device_memory_mib(core: client.CoreV1Api, resource: str, memory_label: str |
     return min(values) if values else None
 
 
-def read_shares(api: client.ApiClient, pods: dict[str, Any], jobs: list[GangJob], memory: int) -> list[Share]:
+def read_shares(api: client.ApiClient, pods: list[dict[str, Any]], namespaces: list[str], jobs: list[GangJob],
+                memory: int) -> list[Share]:
     """The jobs' pods as KAI placed them: their BindRequests and the reservation pods of their device groups."""
     dynamic = dynamic_client(api)
     requests = dynamic.resources.get(api_version=kai.BIND_REQUEST[0], kind=kai.BIND_REQUEST[1])
-    mine = [p for tracker in pods.values() for p in tracker.objects.values() if any(belongs(p, j) for j in jobs)]
-    binds = {b["metadata"]["name"]: b for namespace in pods
+    mine = [p for p in pods if any(belongs(p, j) for j in jobs)]
+    binds = {b["metadata"]["name"]: b for namespace in namespaces
              for b in requests.get(namespace=namespace).to_dict()["items"]}
     reservations = client.CoreV1Api(api).list_namespaced_pod(kai.RESERVATION_NAMESPACE,
                                                              label_selector=kai.GPU_GROUP_LABEL)

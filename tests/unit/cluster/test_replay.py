@@ -47,6 +47,25 @@ def test_a_tracker_wait_fails_early_and_times_out_naming_the_last_state() -> Non
         tracker.stop()
 
 
+def test_a_tracker_keeps_its_objects_readable_while_a_broken_watch_relists() -> None:
+    """Between the relist and its last object the tracker still holds what it had (a reader never sees an empty
+    set, 2026-12-07: a case read its pods then and missed them); once synced, what the list lacks is gone."""
+    first, second = recorded("kai-pods-succeeded")[:2]
+    replay = Replay([first, second])
+    tracker = Tracker(None, "v1", "Pod", source=replay).start()
+    seen_while_relisting: list[int] = []
+    try:
+        tracker.wait_until("both listed", lambda objs: len(objs) == 2, timeout_s=5)
+        tracker.on_event(lambda event, obj: seen_while_relisting.append(len(tracker.objects))
+                         if event == "LISTED" else None)
+        replay.expire([first])
+        tracker.wait_until("the relist synced", lambda objs: len(objs) == 1, timeout_s=5)
+        assert seen_while_relisting == [2]
+        assert set(tracker.gone) == {second["metadata"]["name"]}
+    finally:
+        tracker.stop()
+
+
 def test_teardown_wait_returns_once_the_recorded_pods_are_deleted() -> None:
     pods = recorded("kai-pods-succeeded")
     replay = Replay(pods)
