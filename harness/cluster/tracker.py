@@ -67,6 +67,11 @@ class Tracker:
         """Call `listener(event_type, object)` for every event: for checks that must hold at every moment."""
         self._listeners.append(listener)
 
+    def snapshot(self) -> Objects:
+        """The objects as they are now, copied under the tracker's lock (a reader in another thread)."""
+        with self._changed:
+            return dict(self.objects)
+
     def poke(self) -> None:
         """Re-evaluate waits now: for predicates that also read another tracker's objects."""
         with self._changed:

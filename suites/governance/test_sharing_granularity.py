@@ -78,7 +78,7 @@ def test_sharing_granularity(target: Target, backend: Backend, workloads: JobSys
         except (WaitTimeout, WaitFailed) as exc:
             ev.note(f"not running after {profile.timeouts.admit:.0f}s: {exc}")
     for tracker in pods.values():
-        seen |= dict(tracker.objects)
+        seen |= tracker.snapshot()
     shares = read_shares(workloads.api, list(seen.values()), [t.namespace for t in (first, second)], jobs, memory)
     held = {t.name: sum(s.granted or 0.0 for s in shares if s.tenant == t.namespace) for t in (first, second)}
     within = ev.thresholds["max_quota_error"]  # KAI charges a request by memory as asked, not as given

@@ -203,9 +203,7 @@ QUEUE_WAIT_P95_S = 17  # the reference queues measure about 11-15 s on volcano, 
 
 
 def queue_wait_threshold(data: dict[str, object]) -> None:
-    thresholds = data["thresholds"]
-    assert isinstance(thresholds, dict)
-    thresholds["training.queue_wait"]["p95_s"] = QUEUE_WAIT_P95_S
+    with_thresholds(data, "training.queue_wait", p95_s=QUEUE_WAIT_P95_S)
 
 
 def one_tenant_at_the_threshold(data: dict[str, object]) -> None:
