@@ -36,7 +36,8 @@ SCRAPE_WAIT_S = 30.0
 
 
 def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
-                prometheus: Prometheus, tmp_path: Path, max_num_seqs: int = 16) -> None:
+                prometheus: Prometheus, tmp_path: Path, max_num_seqs: int = 16,
+                duration_s: float = DURATION_S) -> None:
     require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
     generator = loadgen.ensure()
@@ -51,10 +52,10 @@ def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target
     url = wait_served(workloads, traffic, backend, service, profile.timeouts.admit)
     slo = {"ttft": limits["ttft_p99_s"], "itl": limits["itl_p99_s"], "request_latency": limits["e2e_p99_s"]}
     work = tmp_path / "load"
-    config = generator.config(url, service.model, RATE, DURATION_S, TOKENS, slo, work)
+    config = generator.config(url, service.model, RATE, duration_s, TOKENS, slo, work)
     started = time.time()
-    report = generator.run(traffic, config, work, timeout_s=DURATION_S + 120)
-    ev.note(f"inference-perf: {report.sent} streaming completions at {RATE:g}/s for {DURATION_S:g} s, "
+    report = generator.run(traffic, config, work, timeout_s=duration_s + 120)
+    ev.note(f"inference-perf: {report.sent} streaming completions at {RATE:g}/s for {duration_s:g} s, "
             f"{TOKENS[0]} prompt / {TOKENS[1]} output tokens, {traffic.where}, in {time.time() - started:.0f} s; "
             f"{service.replicas} replicas, max_num_seqs {max_num_seqs}.")
     record_report(ev, report)

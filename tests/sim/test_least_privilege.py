@@ -108,27 +108,11 @@ def installed_wheel(folder: Path) -> tuple[Path, Path]:
     return folder / "venv" / "bin" / "gpupoc", Path(site)
 
 
-def test_one_case_per_mechanism_as_the_least_privileged_runner(runner: Runner, tmp_path: Path) -> None:
-    preflight = as_runner(runner, "preflight")
-    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
-    assert "permissions the suites use" in preflight.stdout and "MISSING" not in preflight.stdout, preflight.stdout
-    result = as_runner(runner, "run", f"--backends={MECHANISMS}", "--run-id=least-privilege",
-                       f"--reports-dir={tmp_path}", "--", *CASES, "-q", "-p", "no:cacheprovider")
-    assert (tmp_path / "least-privilege" / "record.json").exists(), result.stdout[-3000:] + result.stderr[-2000:]
-    record = load_record(tmp_path / "least-privilege" / "record.json")
-    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
-    assert not unexpected(outcomes, load_expected()), "\n".join(
-        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
-    ran = {(c, b) for c, b, o in outcomes if o != "SKIP"}
-    assert {("training.gang_admission", b) for b in MECHANISMS.split(",")} | {
-        ("governance.tenant_isolation", "-"), ("inference.cold_start", "default")} <= ran, outcomes
-    seen = rbac.load_requests(tmp_path / "least-privilege" / "requests.json")
-    assert seen and not rbac.outside(runner.docs, seen), [r.describe() for r in rbac.outside(runner.docs, seen)]
-
-
-def test_the_installed_wheel_runs_a_case_from_outside_the_checkout(runner: Runner, tmp_path: Path) -> None:
+def test_one_case_per_mechanism_as_the_least_privileged_runner_from_the_installed_wheel(runner: Runner,
+                                                                                      tmp_path: Path) -> None:
     """Installed as users install it: the wheel in a fresh environment, run from a folder that is not the checkout,
-    carries the suites, profiles, manifests, designed outcomes and templates; the record lands in ./reports."""
+    carries the suites, profiles, manifests, designed outcomes and templates, and its record lands in ./reports.
+    One case per mechanism, as the runner: outcomes as designed, every request inside the role."""
     gpupoc, site = installed_wheel(tmp_path / "install")
     for data, where in (("manifests", "harness/bundled/manifests"), ("profiles", "harness/bundled/profiles")):
         files = {f.relative_to(REPO_ROOT / data) for f in (REPO_ROOT / data).rglob("*") if f.is_file()}
@@ -137,17 +121,27 @@ def test_the_installed_wheel_runs_a_case_from_outside_the_checkout(runner: Runne
                                                     "harness/record/templates/page.html.j2"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    helped = as_runner(runner, "run", "--help", gpupoc=(str(gpupoc),), cwd=elsewhere)
+    installed = (str(gpupoc),)
+    helped = as_runner(runner, "run", "--help", gpupoc=installed, cwd=elsewhere)
     assert helped.returncode == 0 and "--queue-model" in helped.stdout, helped.stdout + helped.stderr
-    case = "suites/inference/test_cold_start.py::test_cold_start[default]"
-    result = as_runner(runner, "run", "--backends=default", "--run-id=wheel", "--", case, "-q",
-                       gpupoc=(str(gpupoc),), cwd=elsewhere)
-    record_file = elsewhere / "reports" / "wheel" / "record.json"
-    assert record_file.exists(), result.stdout[-3000:] + result.stderr[-2000:]
-    record = load_record(record_file)
-    assert [(r.nodeid, r.outcome) for r in record.results] == [(case, "PASS")], result.stdout[-3000:]
+    preflight = as_runner(runner, "preflight", gpupoc=installed, cwd=elsewhere)
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    assert "permissions the suites use" in preflight.stdout and "MISSING" not in preflight.stdout, preflight.stdout
+    result = as_runner(runner, "run", f"--backends={MECHANISMS}", "--run-id=least-privilege", "--", *CASES, "-q",
+                       gpupoc=installed, cwd=elsewhere)
+    reports = elsewhere / "reports" / "least-privilege"
+    assert (reports / "record.json").exists(), result.stdout[-3000:] + result.stderr[-2000:]
+    record = load_record(reports / "record.json")
     assert record.commit == "gpupoc 0.1.0 (installed)", record.commit
-    assert not (elsewhere / ".pytest_cache").exists() and (elsewhere / "reports" / "wheel" / "record.html").exists()
+    assert not (elsewhere / ".pytest_cache").exists() and (reports / "record.html").exists()
+    outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
+    assert not unexpected(outcomes, load_expected()), "\n".join(
+        f"{r.nodeid}: {r.outcome} {r.message}" for r in record.results) + result.stdout[-3000:]
+    ran = {(c, b) for c, b, o in outcomes if o != "SKIP"}
+    assert {("training.gang_admission", b) for b in MECHANISMS.split(",")} | {
+        ("governance.tenant_isolation", "-"), ("inference.cold_start", "default")} <= ran, outcomes
+    seen = rbac.load_requests(reports / "requests.json")
+    assert seen and not rbac.outside(runner.docs, seen), [r.describe() for r in rbac.outside(runner.docs, seen)]
 
 
 def runs_suites(requests: Path) -> bool:

@@ -11,13 +11,12 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference import (canary_release, cold_start, elasticity, latency, rolling_release,
+from harness.criteria.inference import (canary_release, cold_start, latency, rolling_release,
                                         service_discovery)
 from harness.core.errors import CriterionViolation
 from harness.run.outcomes import load_expected, unexpected
 from harness.serving.availability_probe import refuse_reason
 from harness.config.profile import Profile
-from harness.cluster.prometheus import Prometheus
 from harness.record.evidence import Evidence
 from harness.record.model import load_record
 from harness.sim import cluster, netns
@@ -26,8 +25,6 @@ from harness.serving.traffic import Traffic
 from harness.jobs.kubernetes import Workloads
 from suites.inference.test_canary_release import canary_run
 from suites.inference.test_cold_start import cold_start_run
-from suites.inference.test_elasticity import autoscale_run
-from suites.inference.test_latency import latency_run
 from suites.inference.test_rolling_release import rollout_run
 from suites.inference.test_service_discovery import discovery_run
 from harness.config.profile import load_profile
@@ -105,28 +102,6 @@ def test_cold_start_fails_when_the_model_loads_slower_than_the_threshold(
     with pytest.raises(CriterionViolation, match=r"all_ready_within_s: (?:2[89]|3\d)\.\d+ s(?: \[[^]]*\])? "
                                                  r"\(wanted <= 20 s\)"):
         cold_start_run(backend, workloads, queue_model, target, ev, tmp_path, load_time="28s")
-
-
-@pytest.mark.parametrize("backend", ["default", "kuberay"], indirect=True)
-def test_latency_fails_when_the_model_server_runs_one_sequence_at_a_time(
-        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, prometheus: Prometheus,
-        tmp_path: Path) -> None:
-    """max_num_seqs 1: requests queue in the server, TTFT p99 grows past the SLO (the same load passes at 16).
-    On kuberay the servers are a RayService's Serve replicas, reached through KubeRay's serve Service."""
-    ev = evidence_of(latency.CRITERION.id, backend, queue_model)
-    with pytest.raises(CriterionViolation, match=r"ttft_p99_s: \d+\.\d+ s(?: \[[^]]*\])? \(wanted <= 0\.5 s\)"):
-        latency_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path, max_num_seqs=1)
-
-
-@pytest.mark.parametrize("backend", ["default"], indirect=True)
-def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
-        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
-    """The HPA's selector names a model no server serves: the adapter answers no series, the HPA never scales."""
-    ev = Evidence.of(elasticity.AUTOSCALING, backend.name, queue_model.thresholds[elasticity.AUTOSCALING.id])
-    with pytest.raises(CriterionViolation, match=r"hpa_out_within_s: nothing measured"):
-        autoscale_run(backend, workloads, queue_model, target, ev, tmp_path, selector={"model_name": "no-such-model"})
-        ev.verdict()
-    assert any("FailedGetExternalMetric" in note or "no metrics returned" in note for note in ev.notes), ev.notes
 
 
 @pytest.fixture()

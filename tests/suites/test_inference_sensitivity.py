@@ -1,0 +1,45 @@
+"""The inference criteria's FAILs that do not move with the host's load (tests/conftest.py: HEAVY_FILES keeps the
+latency case's PASS, tests/suites/test_inference.py, apart from kind's bring-up): a server that runs one sequence at a
+time queues every request past the TTFT SLO, and an autoscaler whose metric query matches nothing never scales."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.backends import Backend
+from harness.cluster.prometheus import Prometheus
+from harness.config.profile import Profile
+from harness.core.errors import CriterionViolation
+from harness.criteria.inference import elasticity, latency
+from harness.jobs.kubernetes import Workloads
+from harness.record.evidence import Evidence
+from harness.targets.target import Target
+from suites.inference.test_elasticity import autoscale_run
+from suites.inference.test_latency import latency_run
+from tests.suites.test_inference import evidence_of
+
+
+@pytest.mark.parametrize("backend", ["default", "kuberay"], indirect=True)
+def test_latency_fails_when_the_model_server_runs_one_sequence_at_a_time(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, prometheus: Prometheus,
+        tmp_path: Path) -> None:
+    """max_num_seqs 1: requests queue in the server, TTFT p99 grows past the SLO (the same load passes at 16). 8 s of
+    the case's rate: the queue's TTFTs are seconds by then (the case's own 20 s took 48 s to drain alone).
+    On kuberay the servers are a RayService's Serve replicas, reached through KubeRay's serve Service."""
+    ev = evidence_of(latency.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"ttft_p99_s: \d+\.\d+ s(?: \[[^]]*\])? \(wanted <= 0\.5 s\)"):
+        latency_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path, max_num_seqs=1,
+                    duration_s=8)
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
+    """The HPA's selector names a model no server serves: the adapter answers no series, the HPA never scales."""
+    ev = Evidence.of(elasticity.AUTOSCALING, backend.name, queue_model.thresholds[elasticity.AUTOSCALING.id])
+    with pytest.raises(CriterionViolation, match=r"hpa_out_within_s: nothing measured"):
+        autoscale_run(backend, workloads, queue_model, target, ev, tmp_path, selector={"model_name": "no-such-model"})
+        ev.verdict()
+    assert any("FailedGetExternalMetric" in note or "no metrics returned" in note for note in ev.notes), ev.notes
