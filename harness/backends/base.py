@@ -43,7 +43,8 @@ COMBINED = "combined schedulers"             # one project's queue and admission
 MULTICLUSTER = "one queue over clusters"     # a manager's queue dispatches jobs to worker clusters
 UPGRADE = "upgrade in place"                 # its controllers are replaced by their next release with work queued
 TOPOLOGY = "topology placement"              # a gang asked to stay within one topology domain is placed so
-CAPABILITIES = (TOPOLOGY, SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, UPGRADE, GANG, RETRY_POLICY,
+MODEL_QUOTA = "quota per GPU model"          # a tenant's queue holds a quota of each GPU model and places on that model
+CAPABILITIES = (TOPOLOGY, MODEL_QUOTA, SAMPLE, DRA, AUTOSCALING, GPU_SHARING, ELASTIC_WORKERS, COMBINED, MULTICLUSTER, UPGRADE, GANG, RETRY_POLICY,
                 JOBS_COMPLETE, PREEMPTION_COUNTER, WAIT_HISTOGRAM, CONTROLLER_RESTART, QUEUE_QUOTA, BORROWING, MONITORING, SERVING,
                 SERVED_MODEL, PROMPT_FAIR_SHARE, RANKED_FAIR_SHARE)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.base import GANG, GPU_SHARING, UPGRADE, Capabilities, Controllers, Monitoring, PreemptionCounter
+from harness.backends.base import GANG, GPU_SHARING, MODEL_QUOTA, UPGRADE, Capabilities, Controllers, Monitoring, PreemptionCounter
 from harness.jobs.model import GangJob, JobStatus
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.backends.batch import batch_job, batch_status
@@ -22,6 +22,8 @@ MONITORING = Monitoring((
 class DefaultBackend(Capabilities):
     name = "default"
     lacking = {GANG: "kube-scheduler binds pod by pod; it has no gang admission",
+               MODEL_QUOTA: "kube-scheduler has no queues: a quota per GPU model is a queue's (a ResourceQuota counts "
+                            "the resource, not the model)",
                UPGRADE: "kube-scheduler is upgraded with the cluster's control plane, not as a scheduler of its own",
                GPU_SHARING: "kube-scheduler counts GPUs as whole extended resources: time-slicing and MIG make more of "
                             "them, and the device plugin, not the scheduler, picks the device a pod shares"}

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from harness.backends.base import (Controllers, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (Controllers, MODEL_QUOTA, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
 from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,
                                 tenant_queue)
@@ -138,7 +138,9 @@ MONITORING = Monitoring((
 
 class KaiBackend(Capabilities):
     name = "kai"
-    lacking = {RETRY_POLICY: NO_RETRIES}
+    lacking = {RETRY_POLICY: NO_RETRIES,
+               MODEL_QUOTA: "KAI's queue quota counts GPUs, not their model: a quota per model is a queue per model "
+                            "with its jobs' node affinity, which gpupoc setup does not build yet (not checked)"}
     preferred_topology = "topologyConstraint.preferredTopologyLevel"
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from harness.backends.base import (TOPOLOGY, CONTROLLER_RESTART, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities, Releases,
+from harness.backends.base import (TOPOLOGY, CONTROLLER_RESTART, MODEL_QUOTA, DRA, GPU_SHARING, SAMPLE, SERVING, Capabilities, Releases,
                                    Controllers, ElasticJob)
 from harness.jobs.model import ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
 from harness.core.objects import created_at, parse_time
@@ -57,6 +57,8 @@ class KubeRayBackend(Capabilities):
     queued_by = "kueue"
     owned = WORKLOAD_KIND
     lacking = {TOPOLOGY: "a RayJob's worker group asking Kueue for one topology domain is not built yet",
+               MODEL_QUOTA: "its RayJobs queue in Kueue's queues: the quota per GPU model is Kueue's (the kueue "
+                            "backend's case)",
                SERVING: "serves through a RayService (its cold start and latency are measured), whose pods are the Ray "
                         "cluster's, not a Deployment's: the rollout, scaling and endpoint cases are written for "
                         "Deployments",

@@ -23,6 +23,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # each tenant's namespace (manifests/setup/kueue.yaml.j2)
 REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY = (f"kueue.x-k8s.io/podset-{kind}-topology" for kind in ("required", "preferred"))
 TOPOLOGY_QUEUE = "gpupoc-topology"
+# A quota per GPU model: a ClusterQueue per tenant with a ResourceFlavor per model (its nodes by the discovery's model
+# label) and each model's quota; its LocalQueue in each tenant's namespace (manifests/setup/kueue.yaml.j2)
+MODELS_QUEUE = "gpupoc-models"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
 
@@ -96,7 +99,8 @@ class KueueBackend(Capabilities):
                 or missing_controller_reason(target, self.name, ("kueue",), ("kueue-controller-manager",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        batch = batch_job(job, {QUEUE_LABEL: TOPOLOGY_QUEUE if job.placement else tenant_queue(job, "kueue")})
+        queue = TOPOLOGY_QUEUE if job.placement else MODELS_QUEUE if job.gpu_model else tenant_queue(job, "kueue")
+        batch = batch_job(job, {QUEUE_LABEL: queue})
         if job.placement:
             batch["spec"]["template"]["metadata"]["annotations"][
                 REQUIRED_TOPOLOGY if job.placement.required else PREFERRED_TOPOLOGY] = job.placement.level

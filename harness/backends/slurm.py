@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import (UPGRADE, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
+from harness.backends.base import (UPGRADE, MODEL_QUOTA, AUTOSCALING, BORROWING, DRA, GPU_SHARING, MONITORING, PREEMPTION_COUNTER,
                                    PROMPT_FAIR_SHARE, QUEUE_QUOTA, RANKED_FAIR_SHARE, RETRY_POLICY, SAMPLE,
                                    SERVED_MODEL, SERVING, WAIT_HISTOGRAM, Capabilities, Controllers, Monitoring,
                                    PreemptionCounter, WaitHistogram)
@@ -63,6 +63,8 @@ class SlurmBackend(Capabilities):
     preferred_topology = "topology/tree's selection, asked nothing"
     lacking = {UPGRADE: "a site's Slurm is upgraded as system packages (slurmdbd, then slurmctld, then slurmd); the "
                         "harness does not replace them",
+               MODEL_QUOTA: "a quota per model is a GRES type per model (gres/gpu:<type>) with an account limit per "
+                            "type (GrpTRES), which the sim's Slurm does not configure yet (not checked)",
                SERVING: NOT_KUBERNETES, SERVED_MODEL: NOT_KUBERNETES,
                GPU_SHARING: "Slurm shares a GPU through GRES shards or MPS (gres/shard, gres/mps) in its own "
                             "configuration; the case drives fraction requests of a Kubernetes scheduler",

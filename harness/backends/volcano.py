@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (GPU_SHARING, MODEL_QUOTA, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
                                    Releases,
                                    WaitHistogram, allocated_gpus)
 from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
@@ -59,7 +59,10 @@ class VolcanoBackend(Capabilities):
                                     "from run to run (2 leaves where 1 held the gang, 1 of 3 runs), so one run cannot "
                                     "decide it")
     lacking = {GPU_SHARING: "Volcano shares GPUs through its vGPU device plugin (volcano.sh/vgpu-number, vgpu-memory); "
-                            "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin"}
+                            "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin",
+               MODEL_QUOTA: "Volcano's queue capability counts the resource, not the model: a quota per model is a "
+                            "queue per model with its jobs' node affinity, which gpupoc setup does not build yet (not "
+                            "checked)"}
     preemption = PreemptionCounter("volcano_pod_preemption_victims", "pods", gauge=True)  # a Gauge in Volcano
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")

@@ -95,6 +95,18 @@ class Topology:
 
 
 @dataclass(frozen=True)
+class ModelQuota:
+    """A GPU model, as its discovery's model label names it on its nodes (the accelerator's `discovery.model`, e.g.
+    NVIDIA-L40S), and each tenant's quota of it in GPUs (governance.model_quota; a tenant not named has none)."""
+
+    model: str
+    quota_gpus: tuple[tuple[str, int], ...]
+
+    def of(self, tenant: str) -> int:
+        return dict(self.quota_gpus).get(tenant, 0)
+
+
+@dataclass(frozen=True)
 class GpuSizes:
     resource: str  # the resource jobs ask for: the accelerator's by default
     per_node: int
@@ -103,6 +115,7 @@ class GpuSizes:
     autoscaled: AutoscaledPool | None = None  # None: the cluster has no autoscaled GPU pool (or the POC ignores it)
     topology: Topology | None = None  # None: the profile names no topology (the topology case is not checked)
     accelerator: Accelerator = DEFAULT  # whose device plugin, discovery labels and driver tool (`gpu.accelerator`)
+    models: tuple[ModelQuota, ...] = ()  # GPU models with a quota of their own per tenant; () none (not checked)
 
 
 @dataclass(frozen=True)
@@ -290,6 +303,25 @@ def _topology(f: _Fields) -> Topology | None:
     return Topology(tuple(levels), gang_level, tuple((k, selector.get(k, str)) for k in selector.data))
 
 
+def _models(f: _Fields, tenants: list[str]) -> tuple[ModelQuota, ...]:
+    """Each GPU model with each tenant's quota of it: two models at least (one is the cluster's quota itself)."""
+    if not f.data:
+        return ()
+    if len(f.data) < 2:
+        raise f.fail(next(iter(f.data)), "a quota per model needs two models or more (one is the tenants' quota)")
+    models = []
+    for model in f.data:
+        quotas = f.child(model)
+        unknown = [t for t in quotas.data if t not in tenants]
+        if unknown:
+            raise quotas.fail(unknown[0], f"not a tenant of the profile ({', '.join(tenants)})")
+        gpus = {str(t): quotas.get(t, int) for t in quotas.data}
+        if any(v < 0 for v in gpus.values()):
+            raise quotas.fail(next(t for t, v in gpus.items() if v < 0), "must be 0 GPUs or more")
+        models.append(ModelQuota(str(model), tuple(gpus.items())))
+    return tuple(models)
+
+
 def _scale(f: _Fields) -> ScaleSpec:
     f.only(("nodes", "jobs", "rate_per_s", "run_for_s", "cap_s", "submitters"))
     defaults = ScaleSpec()
@@ -428,7 +460,7 @@ def parse_profile(data: Any, source: str) -> Profile:
     if len(set(names)) != len(names):
         raise f.fail("tenants", f"tenant names must be unique, got {names}")
     gpu = f.child("gpu")
-    gpu.only(("accelerator", "resource", "per_node", "job_sizes", "dra", "autoscaled", "topology"))
+    gpu.only(("accelerator", "resource", "per_node", "job_sizes", "dra", "autoscaled", "topology", "models"))
     try:
         accelerator = accelerators.named(gpu.get("accelerator", str, DEFAULT.name))
     except KeyError as exc:
@@ -448,7 +480,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str, accelerator.resource), gpu.get("per_node", int), job_sizes,
                                 Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None,
-                                autoscaled, _topology(gpu.optional("topology")), accelerator),
+                                autoscaled, _topology(gpu.optional("topology")), accelerator,
+                                _models(gpu.optional("models"), names)),
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),

@@ -77,6 +77,7 @@ class GangJob:
     tolerations: tuple[dict[str, Any], ...] = ()  # beside the profile's (an autoscaled pool's taint)
     gpu_share: GpuShare | None = None  # each pod asks for a share of one GPU instead of whole GPUs
     placement: Placement | None = None  # its pods within one topology domain (a backend that can: TOPOLOGY)
+    gpu_model: str | None = None  # its GPUs of this model, under the tenant's quota of it (one that can: MODEL_QUOTA)
 
     def __post_init__(self) -> None:
         if self.pods < 1 or self.gpus_per_pod < 0:

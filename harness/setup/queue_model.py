@@ -6,6 +6,7 @@ and nothing is created.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +41,8 @@ def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]
     for name in present:
         if name == "kueue":  # its queues name the GPU resource, and one of them has the topology's flavor
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
-                              gpu_resource=profile.gpu.resource, topology=profile.gpu.topology)
+                              gpu_resource=profile.gpu.resource, topology=profile.gpu.topology,
+                              models=model_flavors(profile), model_label=profile.gpu.accelerator.discovery.model)
         elif name == "volcano":  # its queues name the GPU resource; KAI's count GPUs as such
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
                               gpu_resource=profile.gpu.resource)
@@ -50,6 +52,13 @@ def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
                               topology=profile.gpu.topology)
     return objects
+
+
+def model_flavors(profile: Profile) -> list[dict[str, Any]]:
+    """Pure: Kueue's flavor of each GPU model the profile quotas (gpu.models), named after the model, with each
+    tenant's quota of it."""
+    return [{"flavor": "gpupoc-" + re.sub(r"[^a-z0-9]+", "-", m.model.lower()).strip("-"), "model": m.model,
+             "quota": {t.name: m.of(t.name) for t in profile.tenants}} for m in profile.gpu.models]
 
 
 def replace_changed_priority_classes(api: client.ApiClient, objects: list[dict[str, Any]]) -> list[str]:

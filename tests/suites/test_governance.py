@@ -6,7 +6,8 @@ Mechanisms: quota and ResourceQuota on Kueue (borrowingLimit) and the API server
 (its queue status and metric); GPU sharing on KAI (its fractions); isolation by RBAC (once per cluster) and by queue (Kueue's namespaced
 LocalQueue holds, Volcano's queue is open: a designed FAIL); monitoring on Kueue (KAI's missing series: a
 designed FAIL); the development queue on Volcano (reclaim; Kueue's, by kube-scheduler's priority preemption,
-is the sensitivity test's); audit from the API server's log file; cost over the scenario's own pods.
+is the sensitivity test's); audit from the API server's log file; cost over the scenario's own pods; quota per GPU
+model on Kueue (a flavor per model), on L40S nodes added beside the sim's H100s.
 """
 
 from __future__ import annotations
@@ -260,3 +261,53 @@ def test_sharing_granularity_fails_when_every_reservation_reports_one_device(
     assert "governance.sharing_granularity [kai]: measured max_device_commit: 1.5 GPU (wanted <= 1 GPU)" in \
         result.stdout, result.stdout[-3000:]
     assert "4 of 4 fractional pods placed on 1 device;" in result.stdout, result.stdout[-3000:]
+
+
+L40S_NODES, L40S_GPUS = 2, 4  # the second model's GPUs: more than team-a's quota of it (4), so the quota holds
+
+
+@pytest.fixture()
+def l40s_nodes(sim_api: client.ApiClient) -> Iterator[list[str]]:
+    """Simulated NVIDIA L40S nodes beside the sim's H100s (the profile's second model, gpu.models), removed after."""
+    core = client.CoreV1Api(sim_api)
+    before = {n.metadata.name for n in core.list_node().items}
+    gpupoc("sim", "nodes", "add", "--count", str(L40S_NODES), "--gpu-product", "NVIDIA-L40S", "--gpus-per-node",
+           str(L40S_GPUS), "--gpu-memory-mib", "46068")
+    added = sorted({n.metadata.name for n in core.list_node().items} - before)
+    try:
+        yield added
+    finally:
+        gpupoc("sim", "nodes", "remove", *added)
+
+
+def test_model_quota_holds_each_models_quota_apart_on_kueue(sim_api: client.ApiClient, l40s_nodes: list[str]) -> None:
+    """Kueue's flavor per model: team-a's fifth L40S job is held at its L40S quota of 4 (4 L40S GPUs still free),
+    its H100 job is admitted meanwhile, and every pod is on its model's nodes."""
+    result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]")
+    assert "1 passed" in result.stdout, result.stdout[-3000:]
+
+
+@pytest.fixture()
+def models_counted_together(sim_api: client.ApiClient) -> Iterator[None]:
+    """team-a's per-model ClusterQueue with one flavor of no model for all its GPUs (12: both models' quotas)
+    instead of a flavor per model; afterwards the reference queue model again."""
+    queues = DynamicClient(sim_api).resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
+    resources = [{"name": "cpu", "nominalQuota": "1000"}, {"name": "memory", "nominalQuota": "10Ti"},
+                 {"name": "nvidia.com/gpu", "nominalQuota": 12}]
+    queues.patch(name="team-a-models", body={"spec": {"resourceGroups": [{
+        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+        "flavors": [{"name": "gpupoc-gpu", "resources": resources}]}]}},
+        content_type="application/merge-patch+json")
+    try:
+        yield
+    finally:
+        gpupoc("setup")
+
+
+def test_model_quota_fails_when_the_queue_counts_every_model_together(
+        sim_api: client.ApiClient, l40s_nodes: list[str], models_counted_together: None) -> None:
+    result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]", "--queue-model=keep")
+    assert "1 failed" in result.stdout, result.stdout[-3000:]
+    assert re.search(r"governance\.model_quota \[kueue\]: measured .*held_for_s: \d+\.\d+ s", result.stdout), \
+        result.stdout[-3000:]
+    assert "max_gpus_over_model_limit: 1 GPUs (wanted <= 0 GPUs)" in result.stdout, result.stdout[-3000:]
