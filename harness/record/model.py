@@ -55,6 +55,18 @@ class Record:
     caveats: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
+    def models(self) -> list[dict[str, Any]]:
+        """The inventory by GPU model: each model (and resource) with its nodes and GPUs, most GPUs first."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for node in self.nodes:
+            key = (str(node.get("model") or "unknown"), str(node.get("resource") or ""))
+            row = found.setdefault(key, {"model": key[0], "resource": key[1], "nodes": 0, "gpus": 0,
+                                         "simulated": False})
+            row["nodes"] += 1
+            row["gpus"] += int(node.get("count") or 0)
+            row["simulated"] = row["simulated"] or bool(node.get("simulated"))
+        return sorted(found.values(), key=lambda row: (-row["gpus"], row["model"]))
+
     def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:
         """(criteria, backends, cells): every criterion x backend cell and the results in it."""
         criteria = sorted({r.criterion for r in self.results})

@@ -192,3 +192,17 @@ def test_operations_answers_come_from_what_the_run_measured() -> None:
     assert "not measured: the control-plane recovery case did not run" in operations.answers(record, "kai")[
         "when restarted"]
     assert "when restarted" in sections(load_record(NEW)) and "shared its cluster with" in sections(load_record(NEW))
+
+
+def test_the_inventory_is_summed_by_gpu_model_most_gpus_first() -> None:
+    record = load_record(NEW)
+    [shown] = record.nodes[:1] or [{}]
+    record.nodes = [{**shown, "node": name, "model": model, "resource": "nvidia.com/gpu", "count": count,
+                     "simulated": True}
+                    for name, model, count in (("h0", "NVIDIA-H100-80GB-HBM3", 8), ("l0", "NVIDIA-L40S", 4),
+                                               ("h1", "NVIDIA-H100-80GB-HBM3", 8))]
+    assert [(m["model"], m["nodes"], m["gpus"]) for m in record.models()] == [("NVIDIA-H100-80GB-HBM3", 2, 16),
+                                                                              ("NVIDIA-L40S", 1, 4)]
+    html = sections(record)
+    assert "By model: <b>NVIDIA-H100-80GB-HBM3</b> 16 GPUs on 2 nodes (nvidia.com/gpu, simulated); " \
+           "<b>NVIDIA-L40S</b> 4 GPUs on 1 node (nvidia.com/gpu, simulated)." in html
