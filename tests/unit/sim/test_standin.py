@@ -420,8 +420,9 @@ def test_close_drops_open_connections() -> None:
 
 
 def test_a_waiting_request_whose_client_left_is_aborted() -> None:
-    """Like vLLM: a queued request of a client that hung up never runs (it would hold the queue metric up)."""
-    server = ModelServer(spec(**{"sim.gpupoc.io/max-num-seqs": "1", "sim.gpupoc.io/ttft": "300ms",
+    """Like vLLM: a queued request of a client that hung up never runs (it would hold the queue metric up). The
+    first request holds the one slot 2 s: at 300 ms it had ended before the check under make test's start-up load."""
+    server = ModelServer(spec(**{"sim.gpupoc.io/max-num-seqs": "1", "sim.gpupoc.io/ttft": "2s",
                                  "sim.gpupoc.io/output-tokens": "1"}))
 
     async def main() -> None:
