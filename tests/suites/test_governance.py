@@ -280,17 +280,9 @@ def l40s_nodes(sim_api: client.ApiClient) -> Iterator[list[str]]:
         gpupoc("sim", "nodes", "remove", *added)
 
 
-def test_model_quota_holds_each_models_quota_apart_on_kueue(sim_api: client.ApiClient, l40s_nodes: list[str]) -> None:
-    """Kueue's flavor per model: team-a's fifth L40S job is held at its L40S quota of 4 (4 L40S GPUs still free),
-    its H100 job is admitted meanwhile, and every pod is on its model's nodes."""
-    result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]")
-    assert "1 passed" in result.stdout, result.stdout[-3000:]
-
-
-@pytest.fixture()
-def models_counted_together(sim_api: client.ApiClient) -> Iterator[None]:
-    """team-a's per-model ClusterQueue with one flavor of no model for all its GPUs (12: both models' quotas)
-    instead of a flavor per model; afterwards the reference queue model again."""
+def count_every_model_together(sim_api: client.ApiClient) -> None:
+    """team-a's per-model ClusterQueue with one flavor of no model for all its GPUs (12: both models' quotas) instead
+    of a flavor per model (the caller puts the reference queue model back)."""
     queues = DynamicClient(sim_api).resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
     resources = [{"name": "cpu", "nominalQuota": "1000"}, {"name": "memory", "nominalQuota": "10Ti"},
                  {"name": "nvidia.com/gpu", "nominalQuota": 12}]
@@ -298,14 +290,16 @@ def models_counted_together(sim_api: client.ApiClient) -> Iterator[None]:
         "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
         "flavors": [{"name": "gpupoc-gpu", "resources": resources}]}]}},
         content_type="application/merge-patch+json")
-    try:
-        yield
-    finally:
-        gpupoc("setup")
 
 
-def test_model_quota_fails_when_the_queue_counts_every_model_together(
-        sim_api: client.ApiClient, l40s_nodes: list[str], models_counted_together: None) -> None:
+def test_model_quota_holds_each_model_apart_on_kueue_and_fails_when_the_queue_counts_them_together(
+        sim_api: client.ApiClient, l40s_nodes: list[str], reference_queue_model_afterwards: None) -> None:
+    """Kueue's flavor per model: team-a's fifth L40S job is held at its L40S quota of 4 (4 L40S GPUs still free), its
+    H100 job is admitted meanwhile, and every pod is on its model's nodes. Then its queue counts every model's GPUs
+    together (one flavor of no model): the fifth L40S job starts at once, one GPU beyond the L40S quota."""
+    result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]")
+    assert "1 passed" in result.stdout, result.stdout[-3000:]
+    count_every_model_together(sim_api)  # on the reference queue model the run applied
     result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]", "--queue-model=keep")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert re.search(r"governance\.model_quota \[kueue\]: measured .*held_for_s: \d+\.\d+ s", result.stdout), \
