@@ -41,6 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not worker:  # the controller (or a run without workers) starts the file afresh
         TIMELINE.parent.mkdir(exist_ok=True)
         TIMELINE.write_text("")
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # the files in the order of pytest_collection_modifyitems below
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -106,11 +108,6 @@ def scope_of(path: str) -> str:
 
 def seconds_of(scope: str) -> int:
     return sum(SECONDS.get(f, 0) for f in HEAVY_FILES) if scope == "heavy files" else SECONDS.get(scope, 0)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False  # the order below, not the most tests first
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
