@@ -56,16 +56,28 @@ class Record:
     schema_version: int = SCHEMA_VERSION
 
     def models(self) -> list[dict[str, Any]]:
-        """The inventory by GPU model: each model (and resource) with its nodes and GPUs, most GPUs first."""
-        found: dict[tuple[str, str], dict[str, Any]] = {}
+        """The inventory by GPU model: each model (and resource) with its nodes and GPUs, most GPUs first. A record of
+        parts side by side names each node "part: node" (a cluster each): counted per cluster, `clusters` of them,
+        `each` where every cluster has as many (else the sums)."""
+        tally: dict[tuple[str, str], dict[str, list[int]]] = {}
+        simulated: set[tuple[str, str]] = set()
         for node in self.nodes:
             key = (str(node.get("model") or "unknown"), str(node.get("resource") or ""))
-            row = found.setdefault(key, {"model": key[0], "resource": key[1], "nodes": 0, "gpus": 0,
-                                         "simulated": False})
-            row["nodes"] += 1
-            row["gpus"] += int(node.get("count") or 0)
-            row["simulated"] = row["simulated"] or bool(node.get("simulated"))
-        return sorted(found.values(), key=lambda row: (-row["gpus"], row["model"]))
+            name = str(node.get("node") or "")
+            cluster = name.split(": ", 1)[0] if ": " in name else ""
+            counts = tally.setdefault(key, {}).setdefault(cluster, [0, 0])
+            counts[0] += 1
+            counts[1] += int(node.get("count") or 0)
+            if node.get("simulated"):
+                simulated.add(key)
+        rows = []
+        for (model, resource), clusters in tally.items():
+            each = len({tuple(c) for c in clusters.values()}) == 1
+            nodes, gpus = (next(iter(clusters.values())) if each else
+                           [sum(c[0] for c in clusters.values()), sum(c[1] for c in clusters.values())])
+            rows.append({"model": model, "resource": resource, "nodes": nodes, "gpus": gpus,
+                         "clusters": len(clusters), "each": each, "simulated": (model, resource) in simulated})
+        return sorted(rows, key=lambda row: (-row["gpus"], row["model"]))
 
     def matrix(self) -> tuple[list[str], list[str], dict[tuple[str, str], list[Result]]]:
         """(criteria, backends, cells): every criterion x backend cell and the results in it."""
