@@ -43,7 +43,7 @@ def merge(run_id: str, parts: list[tuple[str, Record]]) -> Record:
         commit=first.commit,
         target={**first.target, "parts": [{"name": name, "run_id": p.run_id, "backends": sorted(
             {r.backend for r in p.results if r.backend != RUN_WIDE}), "target": p.target} for name, p in parts]},
-        nodes=[{**n, "node": f"{name}: {n.get('node', '?')}"} for name, p in parts for n in p.nodes],
+        nodes=[{**n, "node": f"{name}: {n.get('node', '?')}", "part": name} for name, p in parts for n in p.nodes],
         schedulers=list(schedulers.values()),
         slurm=next((p.slurm for _, p in parts if p.slurm), {}),
         profile=first.profile, results=results,

@@ -57,15 +57,13 @@ class Record:
 
     def models(self) -> list[dict[str, Any]]:
         """The inventory by GPU model: each model (and resource) with its nodes and GPUs, most GPUs first. A record of
-        parts side by side names each node "part: node" (a cluster each): counted per cluster, `clusters` of them,
-        `each` where every cluster has as many (else the sums)."""
+        parts side by side names each node's part (a cluster each: record/merge.py): counted per cluster, `clusters`
+        of them, `each` where every cluster has as many (else the sums)."""
         tally: dict[tuple[str, str], dict[str, list[int]]] = {}
         simulated: set[tuple[str, str]] = set()
         for node in self.nodes:
             key = (str(node.get("model") or "unknown"), str(node.get("resource") or ""))
-            name = str(node.get("node") or "")
-            cluster = name.split(": ", 1)[0] if ": " in name else ""
-            counts = tally.setdefault(key, {}).setdefault(cluster, [0, 0])
+            counts = tally.setdefault(key, {}).setdefault(str(node.get("part") or ""), [0, 0])
             counts[0] += 1
             counts[1] += int(node.get("count") or 0)
             if node.get("simulated"):

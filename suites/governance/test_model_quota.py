@@ -17,6 +17,7 @@ from kubernetes import client
 
 from harness.backends import Backend
 from harness.backends.base import MODEL_QUOTA
+from harness.cluster.inventory import gpu_inventory
 from harness.config.profile import ModelQuota, Profile
 from harness.criteria.governance import quota
 from harness.criteria.governance.model_quota import CRITERION, misplaced, nodes_by_model
@@ -49,8 +50,9 @@ def test_model_quota(target: Target, backend: Backend, workloads: JobSystem, que
     require(target, backend, MODEL_QUOTA)
     profile, ev = queue_model, evidence(CRITERION.id)
     label = profile.gpu.accelerator.discovery.model
-    nodes = target.api.sanitize_for_serialization(client.CoreV1Api(target.api).list_node().items)
-    present = nodes_by_model(nodes, label)
+    inventory = gpu_inventory(target.api.sanitize_for_serialization(client.CoreV1Api(target.api).list_node().items))
+    model_of_node, gpus_of = {g.node: g.model for g in inventory}, {g.node: g.count for g in inventory}
+    present = nodes_by_model(model_of_node)
     tenant = profile.tenants[0]
     limited, other = models_to_compare(profile, tenant.name, present)
     limit = limited.of(tenant.name)
@@ -60,8 +62,6 @@ def test_model_quota(target: Target, backend: Backend, workloads: JobSystem, que
                               gpu_model=model.model)
     within = [job(f"model-{i}", limited) for i in range(limit)]
     beyond, elsewhere = job(f"model-{limit}", limited), job("model-other", other)
-    gpus_of = {n["metadata"]["name"]: int((n.get("status") or {}).get("allocatable", {}).get(profile.gpu.resource, 0))
-               for n in nodes}
     free = sum(gpus_of.get(name, 0) for name in present[limited.model]) - limit
     ev.note(f"{tenant.name} has {limit} GPU(s) of {limited.model} ({len(present[limited.model])} node(s)) and "
             f"{other.of(tenant.name)} of {other.model} ({len(present[other.model])} node(s)); it submits {limit} "
@@ -83,11 +83,10 @@ def test_model_quota(target: Target, backend: Backend, workloads: JobSystem, que
     ev.note(f"the {limited.model} job beyond the quota: " + (
         "held through the window" if beyond_at is None else f"started {beyond_at - submitted:.1f}s after submission")
         + (f"; the scheduler's reason: {reason}" if reason else "; the scheduler gave no reason"))
-    model_of_node = {name: model for model, names in present.items() for name in names}
     pods = [{"name": p["metadata"]["name"], "job": job_of(p), "node": (p.get("spec") or {}).get("nodeName")}
             for p in {**workloads.members(tenant.namespace).gone,
                       **workloads.members(tenant.namespace).objects}.values()]
-    wanted = {j.name: m.model for j, m in [*((j, limited) for j in [*within, beyond]), (elsewhere, other)]}
+    wanted = {**{j.name: limited.model for j in [*within, beyond]}, elsewhere.name: other.model}
     wrong = misplaced(pods, wanted, model_of_node)
     for line in wrong:
         ev.note(f"on another model: {line}")
@@ -99,9 +98,9 @@ def test_model_quota(target: Target, backend: Backend, workloads: JobSystem, que
     ev.expect("held_for_s", round(quota.held_for(submitted, beyond_at, ended), 3))
     hours = {limited.model: of_limited, other.model: held_intervals(workloads, tenant, [elsewhere], ended)}
     ev.tables["GPU-hours per model (this case's pods)"] = [
-        {"model": model, "nodes": len(present[model]), f"{tenant.name}'s quota (GPUs)": m.of(tenant.name),
-         "GPU-hours": round(sum((i.end - i.start) * i.gpus for i in hours.get(model, [])) / 3600, 5)}
-        for m in profile.gpu.models for model in (m.model,)]
+        {"model": m.model, "nodes": len(present[m.model]), f"{tenant.name}'s quota (GPUs)": m.of(tenant.name),
+         "GPU-hours": round(sum((i.end - i.start) * i.gpus for i in hours.get(m.model, [])) / 3600, 5)}
+        for m in profile.gpu.models]
     for j in [*within, beyond, elsewhere]:
         workloads.delete(j)
     ev.verdict()

@@ -27,20 +27,17 @@ CRITERION = register(Criterion(
                "(0)", AT_MOST, " GPUs"))))
 
 
-def nodes_by_model(nodes: Iterable[dict[str, Any]], model_label: str) -> dict[str, list[str]]:
-    """Pure: node names by the value of their discovery's model label (nodes without it left out)."""
+def nodes_by_model(model_of_node: dict[str, str]) -> dict[str, list[str]]:
+    """Pure: node names by their GPU model (node -> model, as the inventory reads them)."""
     found: dict[str, list[str]] = {}
-    for node in nodes:
-        metadata = node.get("metadata") or {}
-        model = (metadata.get("labels") or {}).get(model_label)
-        if model:
-            found.setdefault(model, []).append(metadata.get("name", ""))
+    for node, model in model_of_node.items():
+        found.setdefault(model, []).append(node)
     return {model: sorted(names) for model, names in sorted(found.items())}
 
 
 def misplaced(pods: Iterable[dict[str, Any]], wanted: dict[str, str], model_of_node: dict[str, str]) -> list[str]:
-    """Pure: "pod on node (model)" for each bound pod whose node's model is not the one its job asked for (`wanted`:
-    job name -> model; a pod's job is its `job-name`-style owner, read by the caller into `wanted`'s keys)."""
+    """Pure: "pod on node (model)" for each bound pod ({name, job, node}) whose node's model is not the one its job
+    asked for (`wanted`: job name -> model)."""
     out = []
     for pod in pods:
         job, node = pod.get("job"), pod.get("node")

@@ -47,6 +47,12 @@ def test_reference_profiles_are_valid_and_cover_every_criterion(path: str) -> No
     (lambda d: d["timeouts"].update(forever=5), "timeouts.forever: unknown field"),
     (lambda d: d["gpu"]["job_sizes"].update(small=0), "gpu.job_sizes.small: must be at least 1 GPU"),
     (lambda d: d.update(tenants=[]), "tenants: needs at least one tenant"),
+    (lambda d: d["gpu"].update(models={"NVIDIA-L40S": {"team-a": 4}}),
+     "gpu.models.NVIDIA-L40S: a quota per model needs two models or more"),
+    (lambda d: d["gpu"].update(models={"NVIDIA-L40S": {"team-z": 4}, "NVIDIA-H100": {"team-a": 1}}),
+     "gpu.models.NVIDIA-L40S.team-z: not a tenant"),
+    (lambda d: d["gpu"].update(models={"NVIDIA-L40S": {"team-a": -1}, "NVIDIA-H100": {"team-a": 1}}),
+     "gpu.models.NVIDIA-L40S.team-a: must be 0 GPUs or more"),
 ])
 def test_malformed_profile_names_the_field(data: dict[str, Any], mutate: Any, message: str) -> None:
     broken = copy.deepcopy(data)

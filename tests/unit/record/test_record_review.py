@@ -206,7 +206,7 @@ def test_the_inventory_is_summed_by_gpu_model_most_gpus_first() -> None:
     html = sections(record)
     assert "By model: <b>NVIDIA-H100-80GB-HBM3</b> 16 GPUs on 2 nodes (nvidia.com/gpu, simulated); " \
            "<b>NVIDIA-L40S</b> 4 GPUs on 1 node (nvidia.com/gpu, simulated)." in html
-    record.nodes = [{**shown, "node": f"{part}: gpu-node-{i}", "model": "NVIDIA-H100-80GB-HBM3", "count": 8}
-                    for part in ("kueue-kube-gang", "slurm-default") for i in range(4)]  # parts side by side
+    record.nodes = [{**shown, "node": f"{part}: gpu-node-{i}", "part": part, "model": "NVIDIA-H100-80GB-HBM3",
+                     "count": 8} for part in ("kueue-kube-gang", "slurm-default") for i in range(4)]  # side by side
     assert "By model: <b>NVIDIA-H100-80GB-HBM3</b> 32 GPUs on 4 nodes in each of 2 clusters" in sections(record)
 
