@@ -220,6 +220,12 @@ up() {
     mkdir -p "$state"
     bash "$here/kind/node-image.sh"
     local start; start=$(date +%s)
+    # a namespace with no record of the host before it was left by a run that was killed, from another GPUPOC_HOME:
+    # taken down first, so that this up records the host as it is and down can compare (CI, 2026-12-07)
+    if ip netns list | grep -qw "$NETNS" && [ ! -f "$state/host-before" ]; then
+        say "namespace $NETNS was left by an earlier run (no record of the host before it): taking it down first"
+        down
+    fi
     if ! ip netns list | grep -qw "$NETNS"; then
         host_state > "$state/host-before"
         mountpoint -q /run/netns || touch "$state/made-run-netns"

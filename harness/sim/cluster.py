@@ -245,7 +245,7 @@ def up(cfg: SimConfig, say: Say = print, start_timeout_s: float = START_TIMEOUT_
 
     def launch(component: Component) -> int:
         pid = procs.start([*component.prefix, *component.argv], lay.log(component.name),
-                          env={**os.environ, **dict(component.env)} if component.env else None,
+                          env=component.environment(),
                           netns_name=component.netns)
         with writing:
             state["components"][component.name] = _component_state(component, pid)
@@ -450,8 +450,8 @@ def start_component(name: str, say: Say = print, timeout_s: float = START_TIMEOU
         raise SimError(f"the sim was started by an older gpupoc that did not keep {name}'s arguments: "
                        "run `gpupoc sim down`, then `gpupoc sim up`")
     component = _as_component(name, comp)
-    env = {**os.environ, **dict(component.env)} if component.env else None
-    pid = procs.start([*component.prefix, *component.argv], lay.log(name), env=env, netns_name=component.netns)
+    pid = procs.start([*component.prefix, *component.argv], lay.log(name), env=component.environment(),
+                      netns_name=component.netns)
     comp.update(pid=pid, stopped_by_user=False)
     _write_state(lay, state)
     try:
