@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from harness.backends.base import (Controllers, MODEL_QUOTA, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (Controllers, Releases, RETRY_POLICY, Capabilities, Monitoring, PreemptionCounter, QueueUsage,
                                    allocated_gpus)
 from harness.jobs.model import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, GpuShare, JobStatus, disruption,
-                                tenant_queue)
+                                model_queue)
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.criteria.governance.sharing_granularity import Share
 from harness.core.objects import created_at, parse_time
@@ -138,9 +138,7 @@ MONITORING = Monitoring((
 
 class KaiBackend(Capabilities):
     name = "kai"
-    lacking = {RETRY_POLICY: NO_RETRIES,
-               MODEL_QUOTA: "KAI's queue quota counts GPUs, not their model: a quota per model is a queue per model "
-                            "with its jobs' node affinity, which gpupoc setup does not build yet (not checked)"}
+    lacking = {RETRY_POLICY: NO_RETRIES}
     preferred_topology = "topologyConstraint.preferredTopologyLevel"
     # KAI counts no victims: it counts the gangs its preempt action placed; the API side counts the
     # high-priority jobs that got their GPUs by evicting someone.
@@ -165,7 +163,7 @@ class KaiBackend(Capabilities):
                                              ("kai-scheduler", "binder")))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = tenant_queue(job, "kai")
+        queue = model_queue(job, "kai")  # a job of one GPU model: the tenant's queue of that model
         spec: dict[str, Any] = {"minMember": job.pods, "queue": queue}
         if job.priority_class:
             spec["priorityClassName"] = job.priority_class

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.base import (GPU_SHARING, MODEL_QUOTA, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
+from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
                                    Releases,
                                    WaitHistogram, allocated_gpus)
-from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, tenant_queue
+from harness.jobs.model import FAILED, QUEUED, RUNNING, SUCCEEDED, GangJob, JobStatus, model_queue
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.objects import created_at, parse_time
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
@@ -59,10 +59,7 @@ class VolcanoBackend(Capabilities):
                                     "from run to run (2 leaves where 1 held the gang, 1 of 3 runs), so one run cannot "
                                     "decide it")
     lacking = {GPU_SHARING: "Volcano shares GPUs through its vGPU device plugin (volcano.sh/vgpu-number, vgpu-memory); "
-                            "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin",
-               MODEL_QUOTA: "Volcano's queue capability counts the resource, not the model: a quota per model is a "
-                            "queue per model with its jobs' node affinity, which gpupoc setup does not build yet (not "
-                            "checked)"}
+                            "the case drives fraction requests a scheduler assigns to devices (KAI's), not that plugin"}
     preemption = PreemptionCounter("volcano_pod_preemption_victims", "pods", gauge=True)  # a Gauge in Volcano
     # Volcano's histogram has no queue label: it covers every queue at once
     wait = WaitHistogram("volcano_e2e_job_scheduling_latency_milliseconds", 0.001, "")
@@ -88,7 +85,7 @@ class VolcanoBackend(Capabilities):
                                              ("volcano-scheduler",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = tenant_queue(job, "volcano")
+        queue = model_queue(job, "volcano")  # a job of one GPU model: the tenant's queue of that model
         on_failure = "RestartJob" if job.restart_on_failure else "AbortJob"
         spec: dict[str, Any] = {
             "minAvailable": job.pods, "schedulerName": SCHEDULER_NAME, "queue": queue, "maxRetry": job.max_retries,

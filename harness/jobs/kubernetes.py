@@ -366,7 +366,8 @@ class Workloads(MakesJobs):
                 job = self._jobs.get(job_of(pod) or "") if pod else None
                 if gpus:
                     queue = job.tenant.queues.get(system, "") if job else ""
-                    held.append(Held(namespace, name, self.backend.name, queue, gpus, start, end))
+                    held.append(Held(namespace, name, self.backend.name, queue, gpus, start, end,
+                                     ((pod or {}).get("spec") or {}).get("nodeName") or ""))
         return held
 
     def close(self) -> list[str]:

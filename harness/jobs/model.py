@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -183,6 +184,18 @@ def tenant_queue(job: GangJob, backend: str, why: str = "") -> str:
         raise ConfigError(f"tenant {job.tenant.name} has no {backend} queue in the profile "
                          f"(tenants[].queues.{backend}){why}")
     return queue
+
+
+def model_slug(model: str) -> str:
+    """Pure: a GPU model as its discovery names it (NVIDIA-L40S) in an object's name (nvidia-l40s)."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+
+
+def model_queue(job: GangJob, backend: str) -> str:
+    """The queue of the job's GPU model for `backend` (Volcano's, KAI's): the tenant's queue, suffixed with the model
+    (gpupoc setup makes one per tenant and model of gpu.models); the tenant's own queue for a job of no model."""
+    queue = tenant_queue(job, backend)
+    return f"{queue}-{model_slug(job.gpu_model)}" if job.gpu_model else queue
 
 
 def disruption(pod: dict[str, Any]) -> str | None:

@@ -6,7 +6,6 @@ and nothing is created.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from harness.cluster.cleanup import HTTP_NOT_FOUND
 from harness.core.errors import ConfigError
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, render
 from harness.config.profile import Profile
+from harness.jobs.model import model_slug
 from harness.setup.topology import hypernodes
 from harness.targets.target import Target
 
@@ -45,19 +45,19 @@ def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]
                               models=model_flavors(profile), model_label=profile.gpu.accelerator.discovery.model)
         elif name == "volcano":  # its queues name the GPU resource; KAI's count GPUs as such
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
-                              gpu_resource=profile.gpu.resource)
+                              gpu_resource=profile.gpu.resource, models=model_flavors(profile))
             if profile.gpu.topology and nodes:
                 objects += hypernodes(profile.gpu.topology, nodes, labels)
         elif name == "kai":
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
-                              topology=profile.gpu.topology)
+                              topology=profile.gpu.topology, models=model_flavors(profile))
     return objects
 
 
 def model_flavors(profile: Profile) -> list[dict[str, Any]]:
-    """Pure: Kueue's flavor of each GPU model the profile quotas (gpu.models), named after the model, with each
-    tenant's quota of it."""
-    return [{"flavor": "gpupoc-" + re.sub(r"[^a-z0-9]+", "-", m.model.lower()).strip("-"), "model": m.model,
+    """Pure: each GPU model the profile quotas (gpu.models): Kueue's flavor of it, the model in Volcano's and KAI's
+    queue names (model_queue), and each tenant's quota of it."""
+    return [{"flavor": "gpupoc-" + model_slug(m.model), "slug": model_slug(m.model), "model": m.model,
              "quota": {t.name: m.of(t.name) for t in profile.tenants}} for m in profile.gpu.models]
 
 

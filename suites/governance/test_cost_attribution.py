@@ -14,9 +14,11 @@ from datetime import datetime, timezone
 from collections.abc import Callable
 
 import pytest
+from kubernetes import client
 
 from harness import backends
 from harness.backends.slurm import SlurmBackend
+from harness.cluster.inventory import gpu_inventory
 from harness.config.options import RunConfig
 from harness.core.estimate import Estimate, quadrature
 from harness.criteria.governance import cost_attribution as cost
@@ -146,6 +148,17 @@ def queue_gpu_hours(prometheus: Prometheus, promql: str, window_s: int, ev: Evid
     return samples[0].value if samples else None
 
 
+def per_model(target: Target, pods: list[Held]) -> list[dict[str, str]]:
+    """GPU-hours per GPU model of the nodes the run's pods ran on (the inventory's model; a node gone since: model
+    unknown)."""
+    inventory = gpu_inventory(target.api.sanitize_for_serialization(client.CoreV1Api(target.api).list_node().items))
+    model_of_node = {g.node: g.model for g in inventory}
+    hours = cost.gpu_hours_by_model(pods, model_of_node)
+    total = sum(hours.values()) or 1.0
+    return [{"GPU model": model, "nodes now": str(sum(1 for m in model_of_node.values() if m == model)),
+             "GPU-hours": f"{h:.4f}", "share": f"{h / total:.1%}"} for model, h in hours.items()]
+
+
 def slurm_accounting(profile: Profile, held: list[Held], jobs: list[Submitted], ev: Evidence) -> None:
     """GPU-hours per Slurm account: the harness's timelines of the run's jobs against slurmdbd's accounting of the
     same jobs (GPUs allocated x elapsed, whole seconds)."""
@@ -200,6 +213,7 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
                      "disagreement": f"{off.value:.1%} [{off.low:.1%}, {off.high:.1%}]"})
     ev.tables["cost: GPU-hours per tenant over the run"] = rows
     expect_agreement(ev, "max_tenant_disagreement", cost.worst(found))
+    ev.tables["cost: GPU-hours per GPU model over the run (API timelines)"] = per_model(target, pods)
     on_slurm = [o for o in submitted if o.group == AUDIT_GROUP]
     if on_slurm:
         slurm_accounting(queue_model, [h for h in gpus_held if h.backend == "slurm"], on_slurm, ev)

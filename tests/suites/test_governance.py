@@ -294,11 +294,12 @@ def count_every_model_together(sim_api: client.ApiClient) -> None:
 
 def test_model_quota_holds_each_model_apart_on_kueue_and_fails_when_the_queue_counts_them_together(
         sim_api: client.ApiClient, l40s_nodes: list[str], reference_queue_model_afterwards: None) -> None:
-    """Kueue's flavor per model: team-a's fifth L40S job is held at its L40S quota of 4 (4 L40S GPUs still free), its
-    H100 job is admitted meanwhile, and every pod is on its model's nodes. Then its queue counts every model's GPUs
-    together (one flavor of no model): the fifth L40S job starts at once, one GPU beyond the L40S quota."""
-    result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]")
-    assert "1 passed" in result.stdout, result.stdout[-3000:]
+    """Kueue's flavor per model, Volcano's and KAI's queue per model: team-a's fifth L40S job is held at its L40S
+    quota of 4 (4 L40S GPUs still free), its H100 job is admitted meanwhile, and every pod is on its model's nodes.
+    Then Kueue's queue counts every model's GPUs together (one flavor of no model): the fifth L40S job starts at once,
+    one GPU beyond the L40S quota."""
+    result = suite(*(f"suites/governance/test_model_quota.py::test_model_quota[{b}]" for b in ("kueue", "volcano", "kai")))
+    assert "3 passed" in result.stdout, result.stdout[-3000:]
     count_every_model_together(sim_api)  # on the reference queue model the run applied
     result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]", "--queue-model=keep")
     assert "1 failed" in result.stdout, result.stdout[-3000:]

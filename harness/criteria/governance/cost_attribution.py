@@ -32,6 +32,7 @@ class Held:
     gpus: int
     start: float
     end: float
+    node: str = ""  # the node it ran on ('' unknown: Slurm's members): its GPU model, for the hours per model
 
     @property
     def gpu_seconds(self) -> float:
@@ -45,6 +46,19 @@ def gpu_hours_by(held: list[Held], key: dict[str, str]) -> dict[str, float]:
         if h.namespace in key:
             totals[key[h.namespace]] = totals.get(key[h.namespace], 0.0) + h.gpu_seconds / 3600
     return totals
+
+
+UNKNOWN_MODEL = "model unknown"
+
+
+def gpu_hours_by_model(held: list[Held], model_of_node: dict[str, str]) -> dict[str, float]:
+    """Pure: GPU-hours by the GPU model of the node each pod ran on (node -> model, as the inventory reads them); a
+    node the inventory no longer has (removed, or none known) counts under UNKNOWN_MODEL."""
+    totals: dict[str, float] = {}
+    for h in held:
+        model = model_of_node.get(h.node, UNKNOWN_MODEL)
+        totals[model] = totals.get(model, 0.0) + h.gpu_seconds / 3600
+    return dict(sorted(totals.items()))
 
 
 @dataclass(frozen=True)

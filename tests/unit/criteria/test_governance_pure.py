@@ -157,6 +157,15 @@ def test_a_pod_unseen_because_scrapes_came_late_or_failed_counts_in_the_resoluti
     assert cost.unseen_resolution(held, seen=set(), scrape_s=5.0, scrapes=[-4.0, 12.0, 17.0, 41.0]) == 0.0
 
 
+def test_gpu_hours_are_summed_by_the_model_of_the_node_each_pod_ran_on() -> None:
+    held = [cost.Held("ns", "a", "kueue", "q", 2, 0.0, 1800.0, "h1"),
+            cost.Held("ns", "b", "kueue", "q", 1, 0.0, 3600.0, "l1"),
+            cost.Held("ns", "c", "kueue", "q", 4, 0.0, 900.0, "gone"),  # a node removed since
+            cost.Held("ns", "d", "slurm", "q", 1, 0.0, 3600.0)]  # no node known
+    assert cost.gpu_hours_by_model(held, {"h1": "H100", "l1": "L40S"}) == {
+        "H100": 1.0, "L40S": 1.0, cost.UNKNOWN_MODEL: 2.0}
+
+
 def test_disagreement_beyond_resolution() -> None:
     assert cost.beyond_resolution(110.0, 100.0, 20.0) == 0.0
     assert cost.beyond_resolution(150.0, 100.0, 20.0) == pytest.approx(0.3)

@@ -1,6 +1,6 @@
 """Quota per GPU model as profile data (its malformed fields: tests/unit/config/test_profile.py): the models and each
-tenant's quota of them, Kueue's flavor per model and the tenant's queue of those flavors, the backends that cannot
-express it yet saying why, and the pure reads of the case."""
+tenant's quota of them, Kueue's flavor per model and the tenant's queue of those flavors, Volcano's and KAI's queue
+per tenant and model, the backends that cannot express it yet saying why, and the pure reads of the case."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from harness.setup.queue_model import queue_model
 from harness.targets.target import SIM_FEATURES
 
 PRODUCT = "nvidia.com/gpu.product"
-TEAM = Tenant("team-a", "poc-team-a", "sa", 1.0, 8, {"kueue": "team-a"})
+TEAM = Tenant("team-a", "poc-team-a", "sa", 1.0, 8, {"kueue": "team-a", "volcano": "team-a", "kai": "team-a"})
 
 
 def test_the_reference_profile_gives_each_tenant_a_quota_of_two_models() -> None:
@@ -35,13 +35,28 @@ def test_kueue_gets_a_flavor_per_model_on_its_nodes_and_each_tenant_a_queue_of_i
     assert made[("LocalQueue", "gpupoc-models", "poc-team-a")]["spec"] == {"clusterQueue": "team-a-models"}
 
 
-def test_a_job_of_a_model_goes_to_the_models_queue_on_kueue_and_the_others_say_why_not() -> None:
+def test_volcano_and_kai_get_a_queue_per_tenant_and_model_capped_at_its_quota_of_it() -> None:
+    profile = load_profile(REPO_ROOT / "profiles" / "sim.yaml")
+    made = {(o["apiVersion"], o["metadata"]["name"]): o for o in queue_model(profile, ["volcano", "kai"])}
+    volcano = made[("scheduling.volcano.sh/v1beta1", "team-a-nvidia-l40s")]["spec"]
+    assert (volcano["capability"], volcano["reclaimable"]) == ({"nvidia.com/gpu": "4"}, False)
+    kai = made[("scheduling.run.ai/v2", "team-a-nvidia-l40s")]["spec"]
+    assert kai["parentQueue"] == "gpupoc"  # a leaf beside the tenant's queue: KAI runs jobs in leaves only
+    assert (kai["resources"]["gpu"]["quota"], kai["resources"]["gpu"]["limit"]) == (4, 4)
+
+
+def test_a_job_of_a_model_goes_to_its_models_queue_and_the_others_say_why_not() -> None:
     job = GangJob("m", TEAM, 1, 1, node_selector={PRODUCT: "NVIDIA-L40S"}, gpu_model="NVIDIA-L40S")
     [batch] = backends.ALL["kueue"].manifests(job)
     assert batch["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpupoc-models"
     assert batch["spec"]["template"]["spec"]["nodeSelector"][PRODUCT] == "NVIDIA-L40S"
-    assert backends.ALL["kueue"].lacks(MODEL_QUOTA, SIM_FEATURES) is None
-    for name in ("volcano", "kai", "slurm", "default", "kuberay", "kueue-volcano"):
+    [vcjob] = backends.ALL["volcano"].manifests(job)
+    assert vcjob["spec"]["queue"] == "team-a-nvidia-l40s"
+    group = backends.ALL["kai"].manifests(job)[0]
+    assert group["spec"]["queue"] == "team-a-nvidia-l40s"
+    for name in ("kueue", "volcano", "kai"):
+        assert backends.ALL[name].lacks(MODEL_QUOTA, SIM_FEATURES) is None, name
+    for name in ("slurm", "default", "kuberay", "kueue-volcano"):
         assert backends.ALL[name].lacks(MODEL_QUOTA, SIM_FEATURES), name
 
 
