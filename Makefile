@@ -49,7 +49,7 @@ TEST_WORKERS ?= 3
 # imports took 316 s of the kind test's set-up, beside the other workers' cases (2026-12-07); cached, a label check.
 test: build
 	PYTHON=$(PYTHON) bash kind/node-image.sh
-	$(ONE_RUN) $(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
+	PYTHON=$(PYTHON) $(ONE_RUN) $(PYTHON) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) --durations=25 tests
 
 # kind on this machine, as a user runs gpupoc against a cluster (kind/here.sh: the node image built here, the
 # schedulers from their charts, Prometheus as a pod, podman inside a network namespace of gpupoc's own).

@@ -11,4 +11,6 @@ if ! flock -n 9; then
     flock -w "$wait_s" 9 || { echo "gpupoc: the run already on this host still holds $lock after ${wait_s} s" >&2; exit 75; }
 fi
 echo "pid $$ in $PWD since $(date -u +%H:%M:%SZ): $*" > "$lock.who"
+# no other run, so no quiet window open: the host's CPUs as a killed one may have left them (harness/sim/hostcpus.py)
+"${PYTHON:-python3}" -m harness.sim.hostcpus || true
 "$@" 9>&-

@@ -14,6 +14,10 @@ The container runtimes are left where they are: a task inherits its creator's CP
 set with sched_setaffinity when the task joins a cpuset (Linux 6.2 on), so a container started by a held containerd
 shim ran on the reserved CPU alone, whatever its pod's cpuset (the CPU-isolation-off sample: 1 CPU, not 2, measured
 2026-12-06). Afterwards a container's task left on the reserved CPU alone is given its cpuset's CPUs back as well.
+
+A window killed before its end (make test killed: its restore never runs) leaves the host on the reserved CPU; the
+next run (sim/one-run.sh) and the next window give those tasks every CPU back first (2026-12-07: after a killed make
+test every process on the host ran on CPU 0, the next measurements' included).
 """
 
 from __future__ import annotations
@@ -59,12 +63,29 @@ def _set(task: int, cpus: frozenset[int]) -> frozenset[int] | None:
         return None
 
 
+def release_leftovers(reserved: frozenset[int] = RESERVED_CPUS, proc: Path = PROC) -> int:
+    """Every CPU back to the host's tasks (and the caller) a killed window left on `reserved` alone; how many. Only
+    where no window can be open: as a run starts, as a window opens (one at a time)."""
+    every = frozenset(range(os.cpu_count() or 1))
+    held = reserved & every
+    if not (every - reserved) or not held:
+        return 0
+    released = 0
+    for task in [os.getpid(), *host_tasks(proc)]:
+        with contextlib.suppress(OSError):
+            if frozenset(os.sched_getaffinity(task)) == held:
+                os.sched_setaffinity(task, every)
+                released += 1
+    return released
+
+
 @contextlib.contextmanager
 def host_on_reserved_cpus(reserved: frozenset[int] = RESERVED_CPUS, proc: Path = PROC,
                           spared: str | None = None) -> Iterator[None]:
     """The host's processes on `reserved` for the duration (nothing where the host has no other CPU), but the
     caller (and so what it starts meanwhile) and the processes of the sim whose home is `spared`; then each on the
     CPUs it had, and those started meanwhile by a held process (they inherited `reserved`) on every CPU."""
+    release_leftovers(reserved, proc)
     every = frozenset(os.sched_getaffinity(0))
     held = reserved & every
     if not (every - reserved) or not held:
@@ -80,3 +101,9 @@ def host_on_reserved_cpus(reserved: frozenset[int] = RESERVED_CPUS, proc: Path =
                     os.sched_setaffinity(task, had[task])
                 elif frozenset(os.sched_getaffinity(task)) == held:
                     os.sched_setaffinity(task, every)  # within its cpuset: the kernel keeps it there
+
+
+if __name__ == "__main__":  # sim/one-run.sh, as a run starts
+    if count := release_leftovers():
+        print(f"gpupoc: {count} host tasks a killed quiet window left on CPU {sorted(RESERVED_CPUS)}: given every CPU "
+              "back")

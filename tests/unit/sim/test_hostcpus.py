@@ -44,3 +44,16 @@ def test_host_processes_are_held_on_the_reserved_cpu_and_given_their_cpus_back(t
             for process in started:
                 process.kill()
                 process.wait()
+
+
+@pytest.mark.skipif(len(EVERY) < 2 or 0 not in EVERY, reason="the host has one CPU: nothing to keep apart")
+def test_what_a_killed_window_left_on_the_reserved_cpu_gets_every_cpu_back() -> None:
+    with hostshare.locked(QUIET):  # never while another worker's window holds the host
+        left = subprocess.Popen(["sleep", "60"])
+        try:
+            os.sched_setaffinity(left.pid, {0})  # as a window killed before its restore leaves it
+            assert hostcpus.release_leftovers(frozenset({0})) >= 1
+            assert os.sched_getaffinity(left.pid) == EVERY
+        finally:
+            left.kill()
+            left.wait()
