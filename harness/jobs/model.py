@@ -191,11 +191,16 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
 
 
+def model_queue_name(queue: str, model: str) -> str:
+    """Pure: a tenant's queue of one GPU model (Volcano's, KAI's): its queue's name suffixed with the model."""
+    return f"{queue}-{model_slug(model)}"
+
+
 def model_queue(job: GangJob, backend: str) -> str:
-    """The queue of the job's GPU model for `backend` (Volcano's, KAI's): the tenant's queue, suffixed with the model
-    (gpupoc setup makes one per tenant and model of gpu.models); the tenant's own queue for a job of no model."""
+    """The queue of the job's GPU model for `backend` (gpupoc setup makes one per tenant and model of gpu.models);
+    the tenant's own queue for a job of no model."""
     queue = tenant_queue(job, backend)
-    return f"{queue}-{model_slug(job.gpu_model)}" if job.gpu_model else queue
+    return model_queue_name(queue, job.gpu_model) if job.gpu_model else queue
 
 
 def disruption(pod: dict[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from harness.cluster.cleanup import HTTP_NOT_FOUND
 from harness.core.errors import ConfigError
 from harness.cluster.manifests import MANAGED_LABEL, MANAGER, render
 from harness.config.profile import Profile
-from harness.jobs.model import model_slug
+from harness.jobs.model import model_queue_name, model_slug
 from harness.setup.topology import hypernodes
 from harness.targets.target import Target
 
@@ -57,7 +57,9 @@ def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]
 def model_flavors(profile: Profile) -> list[dict[str, Any]]:
     """Pure: each GPU model the profile quotas (gpu.models): Kueue's flavor of it, the model in Volcano's and KAI's
     queue names (model_queue), and each tenant's quota of it."""
-    return [{"flavor": "gpupoc-" + model_slug(m.model), "slug": model_slug(m.model), "model": m.model,
+    return [{"flavor": "gpupoc-" + model_slug(m.model), "model": m.model,
+             "queue": {t.name: {backend: model_queue_name(queue, m.model) for backend, queue in t.queues.items()}
+                       for t in profile.tenants},
              "quota": {t.name: m.of(t.name) for t in profile.tenants}} for m in profile.gpu.models]
 
 
