@@ -41,8 +41,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not worker:  # the controller (or a run without workers) starts the file afresh
         TIMELINE.parent.mkdir(exist_ok=True)
         TIMELINE.write_text("")
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False  # the files in the order of pytest_collection_modifyitems below
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -73,27 +71,26 @@ def core(sim_api: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(sim_api)
 
 
-# pytest-xdist hands out whole files (--dist loadfile), the next one to a worker once it has 2 tests left. Here the
-# longest first, by their seconds in make test (mt26, 2026-12-07; a file not listed: 0, after these in collection
-# order), the heavy unit (below) as one: a long file taken last ended a worker 100 s after the others (governance's
-# 563 s after the training sensitivity's, mt26), where xdist's own order (the most tests first) took it.
-SECONDS = {"tests/suites/test_governance.py": 560, "tests/suites/test_training_sensitivity.py": 570,
-           "tests/suites/test_slurm.py": 355, "tests/suites/test_operations.py": 285, "tests/sim/test_faults.py": 270,
-           "tests/sim/test_harness_core.py": 175, "tests/suites/test_accelerators.py": 100,
-           "tests/sim/test_lifecycle.py": 100, "tests/sim/test_least_privilege.py": 100,
-           "tests/suites/test_inference_sensitivity.py": 95, "tests/record/test_record.py": 80,
-           "tests/sim/test_run_lock.py": 50, "tests/sim/test_bad_input.py": 40, "tests/sim/test_schedulers.py": 32,
-           "tests/suites/test_kind_charts.py": 25, "tests/sim/test_cluster.py": 24,
-           "tests/suites/test_training_scenarios.py": 410, "tests/sim/test_real_nodes.py": 345,
-           "tests/suites/test_inference.py": 230, "tests/kind/test_kind_here.py": 220, "tests/suites/test_scale.py": 200}
+# pytest-xdist hands out whole files (--dist loadfile), those with the most tests first (its default), the next one
+# to a worker once it has 2 tests left; this order (the longest files first, seconds measured 2026-12-04) decides
+# among files with as many tests. Handing them out longest first instead (xdist's --no-loadscope-reorder) started
+# the three longest at once and two load-sensitive cases failed (2026-12-04); xdist's order passed, in 22 min 35 s.
+# Tried again on 2026-12-07 (longest first by measured seconds, the heavy unit as one): the workers ended within 24 s
+# of each other, but the files that start together slowed each other, the workers' busy seconds 4599-4889 against
+# 4158 in xdist's order (mt25, 23 min 36 s), make test 26-28 min.
+LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scenarios.py",
+                 "tests/suites/test_training_sensitivity.py", "tests/sim/test_faults.py",
+                 "tests/suites/test_governance.py", "tests/suites/test_inference.py",
+                 "tests/suites/test_operations.py", "tests/suites/test_inference_sensitivity.py",
+                 "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
 
 
 # The files whose tests take tests/heavy.py's `alone()` lock, and kind's bring-up (a node image, podman, two nodes: the
 # heaviest load make test puts on the host): one unit of work for pytest-xdist, so one worker runs them one after
 # another instead of two workers waiting on each other's lock (111 s of one worker's time, 2026-12-04; the real nodes'
 # cases 102 s for the scale smoke run on another worker, 2026-12-06) or running beside each other (the scale smoke
-# run beside kind's bring-up sustained 3.1 Volcano jobs/s, against 5, 2026-12-06). In this order: the real nodes
-# last. The inference file too: its latency case's stand-ins' token times are the
+# run beside kind's bring-up sustained 3.1 Volcano jobs/s, against 5, 2026-12-06). In the order of LONGEST_FIRST,
+# then the files' own: the real nodes last. The inference file too: its latency case's stand-ins' token times are the
 # host's CPU (ITL p99 0.24 s against 0.1 beside kind's bring-up, load 16 on 2 cores, 2026-12-07), and taking the lock
 # for it instead kept its worker waiting 170 s for the training scenarios (2026-12-07); in the unit it waits for none.
 # Its FAILs that load only deepens (one sequence at a time, a metric query matching nothing) are a file of their own
@@ -102,29 +99,20 @@ HEAVY_FILES = ("tests/suites/test_training_scenarios.py", "tests/suites/test_inf
                "tests/suites/test_scale.py", "tests/kind/test_kind_here.py", "tests/sim/test_real_nodes.py")
 
 
-def scope_of(path: str) -> str:
-    return "heavy files" if path in HEAVY_FILES else path
-
-
-def seconds_of(scope: str) -> int:
-    return sum(SECONDS.get(f, 0) for f in HEAVY_FILES) if scope == "heavy files" else SECONDS.get(scope, 0)
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadFileScheduling
 
     class HeavyFilesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist has no type hints
         def _split_scope(self, nodeid: str) -> str:
-            return scope_of(super()._split_scope(nodeid))
+            path = super()._split_scope(nodeid)
+            return "heavy files" if path in HEAVY_FILES else path
 
     return HeavyFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first (a stable sort: each file's tests keep their order), the heavy unit's in its order."""
-    def rank(item: pytest.Item) -> tuple[int, int]:
+    def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::", 1)[0]
-        order = HEAVY_FILES.index(path) if path in HEAVY_FILES else 0
-        return -seconds_of(scope_of(path)), order
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
     items.sort(key=rank)

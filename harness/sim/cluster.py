@@ -573,6 +573,12 @@ def component_names(lay: Layout | None = None) -> list[str]:
     return list(((_read_state(lay or layout()) or {}).get("components") or {}))
 
 
+def versions(lay: Layout | None = None) -> list[tuple[str, str]]:
+    """(name, version) of each component, as `sim up` recorded them (no probe)."""
+    state = _read_state(lay or layout()) or {}
+    return [(name, comp.get("version", "unknown")) for name, comp in (state.get("components") or {}).items()]
+
+
 def status(lay: Layout | None = None) -> list[ComponentStatus]:
     lay = lay or layout()
     state = _read_state(lay)

@@ -20,7 +20,7 @@ from harness.sim.cluster import (api_client, component_argv, component_names, co
                                  faults_injected, freeze_component, is_up, layout, prometheus_url, recorded_state,
                                  real_node_cpu_isolation, restart_component, running_components, start_component,
                                  started_with_extra_args,
-                                 status, stop_component, up)
+                                 status, stop_component, up, versions)
 from harness.sim.config import (DEFAULT_CUDA_VERSION, DEFAULT_DRIVER_VERSION, DEFAULT_GPU_PRODUCT,
                                 DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, PORT_BASE_ENV, SCHEDULERS_ENV, GpuSpec, SimConfig,
                                 parse_schedulers, ports_from_env, schedulers_from_env)
@@ -40,7 +40,7 @@ __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUC
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
            "prometheus_url", "real_node_cpu_isolation", "remove_nodes", "restart_component", "simulated_node_names",
            "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero",
-           "slurm_site", "start_component", "started_with_extra_args", "status", "stop_component", "up",
+           "slurm_site", "start_component", "started_with_extra_args", "status", "stop_component", "up", "versions",
            "wait_nodes_ready", "worker_sims"]
 
 

@@ -154,7 +154,7 @@ class Target:
 
     def component_versions(self) -> list[tuple[str, str]]:
         """(name, version) of the sim's components; [] elsewhere (a cluster's are read from its Deployments)."""
-        return [(s.name, s.version) for s in sim.status()] if self.features.own_processes else []
+        return sim.versions() if self.features.own_processes else []
 
     def component_checks(self) -> list[tuple[str, Callable[[], str | None]]]:
         """(name, its problem now or None) of each of the sim's processes; [] elsewhere."""
