@@ -3,8 +3,11 @@ Discovery for NVIDIA's: harness/config/accelerators.py)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
+
+from kubernetes import client
 
 from harness.config.accelerators import DEFAULT, KNOWN, memory_mib
 
@@ -118,6 +121,12 @@ def cross_check(inventory: list[NodeGpus], dcgm: list[DcgmGpu]) -> list[str]:
 
 def gpu_inventory(nodes: list[dict[str, Any]]) -> list[NodeGpus]:
     return [g for n in nodes if (g := node_gpus(n)) is not None]
+
+
+def cluster_inventory(api: client.ApiClient) -> list[NodeGpus]:
+    """The GPU nodes of the cluster `api` reaches, every node read once (as JSON: no client models built)."""
+    response = client.CoreV1Api(api).list_node(_preload_content=False)
+    return gpu_inventory(json.loads(response.data).get("items", []))
 
 
 def format_inventory(inventory: list[NodeGpus]) -> str:

@@ -21,7 +21,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from harness.cluster.apply import dynamic_client
 from harness import backends as registry
 from harness.config.options import RunConfig
-from harness.cluster.inventory import gpu_inventory
+from harness.cluster.inventory import cluster_inventory
 from harness.config.profile import GpuSizes
 from harness.cluster.prometheus import Prometheus, PrometheusUnavailable
 from harness.cluster.rbac import Request, runner_manifests
@@ -173,8 +173,7 @@ def queue_checks(api: client.ApiClient, cfg: RunConfig, backend: str) -> list[Ch
 
 def gpu_checks(api: client.ApiClient, gpu: GpuSizes) -> list[Check]:
     resource, accelerator = gpu.resource, gpu.accelerator
-    raw = [api.sanitize_for_serialization(n) for n in client.CoreV1Api(api).list_node().items]
-    inventory = [g for g in gpu_inventory(raw) if g.resource == resource]
+    inventory = [g for g in cluster_inventory(api) if g.resource == resource]
     if not inventory:
         return [Check("gpu nodes", f"no node offers {resource}", MISSING,
                       f"install {accelerator.device_plugin}, or point at the GPU cluster", blocking=True)]

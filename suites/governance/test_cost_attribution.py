@@ -14,11 +14,10 @@ from datetime import datetime, timezone
 from collections.abc import Callable
 
 import pytest
-from kubernetes import client
 
 from harness import backends
 from harness.backends.slurm import SlurmBackend
-from harness.cluster.inventory import gpu_inventory
+from harness.cluster.inventory import cluster_inventory
 from harness.config.options import RunConfig
 from harness.core.estimate import Estimate, quadrature
 from harness.criteria.governance import cost_attribution as cost
@@ -151,7 +150,7 @@ def queue_gpu_hours(prometheus: Prometheus, promql: str, window_s: int, ev: Evid
 def per_model(target: Target, pods: list[Held]) -> list[dict[str, str]]:
     """GPU-hours per GPU model of the nodes the run's pods ran on (the inventory's model; a node gone since: model
     unknown)."""
-    inventory = gpu_inventory(target.api.sanitize_for_serialization(client.CoreV1Api(target.api).list_node().items))
+    inventory = cluster_inventory(target.api)
     model_of_node = {g.node: g.model for g in inventory}
     hours = cost.gpu_hours_by_model(pods, model_of_node)
     total = sum(hours.values()) or 1.0

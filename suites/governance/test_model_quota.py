@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-from kubernetes import client
 
 from harness.backends import Backend
 from harness.backends.base import MODEL_QUOTA
-from harness.cluster.inventory import gpu_inventory
+from harness.cluster.inventory import cluster_inventory
 from harness.config.profile import ModelQuota, Profile
 from harness.criteria.governance import quota
 from harness.criteria.governance.model_quota import CRITERION, misplaced, nodes_by_model
@@ -50,7 +49,7 @@ def test_model_quota(target: Target, backend: Backend, workloads: JobSystem, que
     require(target, backend, MODEL_QUOTA)
     profile, ev = queue_model, evidence(CRITERION.id)
     label = profile.gpu.accelerator.discovery.model
-    inventory = gpu_inventory(target.api.sanitize_for_serialization(client.CoreV1Api(target.api).list_node().items))
+    inventory = cluster_inventory(target.api)
     model_of_node, gpus_of = {g.node: g.model for g in inventory}, {g.node: g.count for g in inventory}
     present = nodes_by_model(model_of_node)
     tenant = profile.tenants[0]

@@ -5,6 +5,7 @@ each scheduler's per-queue usage metric; the three must agree within the thresho
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.core.estimate import Estimate
@@ -39,13 +40,18 @@ class Held:
         return self.gpus * max(0.0, self.end - self.start)
 
 
-def gpu_hours_by(held: list[Held], key: dict[str, str]) -> dict[str, float]:
-    """GPU-hours summed by `key[namespace]` (namespaces not in `key` are left out)."""
+def summed_hours(held: list[Held], key_of: Callable[[Held], str | None]) -> dict[str, float]:
+    """Pure: GPU-hours summed by `key_of` each pod (None: left out)."""
     totals: dict[str, float] = {}
     for h in held:
-        if h.namespace in key:
-            totals[key[h.namespace]] = totals.get(key[h.namespace], 0.0) + h.gpu_seconds / 3600
+        if (key := key_of(h)) is not None:
+            totals[key] = totals.get(key, 0.0) + h.gpu_seconds / 3600
     return totals
+
+
+def gpu_hours_by(held: list[Held], key: dict[str, str]) -> dict[str, float]:
+    """GPU-hours summed by `key[namespace]` (namespaces not in `key` are left out)."""
+    return summed_hours(held, lambda h: key.get(h.namespace))
 
 
 UNKNOWN_MODEL = "model unknown"
@@ -54,11 +60,7 @@ UNKNOWN_MODEL = "model unknown"
 def gpu_hours_by_model(held: list[Held], model_of_node: dict[str, str]) -> dict[str, float]:
     """Pure: GPU-hours by the GPU model of the node each pod ran on (node -> model, as the inventory reads them); a
     node the inventory no longer has (removed, or none known) counts under UNKNOWN_MODEL."""
-    totals: dict[str, float] = {}
-    for h in held:
-        model = model_of_node.get(h.node, UNKNOWN_MODEL)
-        totals[model] = totals.get(model, 0.0) + h.gpu_seconds / 3600
-    return dict(sorted(totals.items()))
+    return dict(sorted(summed_hours(held, lambda h: model_of_node.get(h.node, UNKNOWN_MODEL)).items()))
 
 
 @dataclass(frozen=True)
