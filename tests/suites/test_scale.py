@@ -1,4 +1,4 @@
-"""The scale suite on the sim, at a smoke size (50 nodes x 500 jobs, one backend: Volcano), as it runs: its figures
+"""The scale suite on the sim, at a smoke size (50 nodes x 250 jobs, one backend: Volcano), as it runs: its figures
 and charts in the record; not run unless asked; and FAILing the throughput threshold with the measured rate when
 the scheduler is throttled (a scheduling period of 20 s, not 1 s). The full size is `bench/scale.py`'s job."""
 
@@ -16,9 +16,10 @@ from tests.heavy import alone
 from tests.suites.test_governance import suite
 from tests.suites.test_training_sensitivity import profile_variant
 
-SMOKE = {"nodes": 50, "jobs": 500, "rate_per_s": 50, "run_for_s": 2, "cap_s": 150, "submitters": 8}
+SMOKE = {"nodes": 50, "jobs": 250, "rate_per_s": 50, "run_for_s": 2, "cap_s": 150, "submitters": 8}
 # 50 nodes and jobs of 2 s (about 4 s from admission to a free node again): the cluster runs about 12 jobs/s at most,
-# so the last jobs wait about 40 s however fast the scheduler. This test shows the suite runs and what it records, not
+# so the last jobs wait about 20 s however fast the scheduler (500 jobs: 40 s, and the case 90 s alone, 170 s in make
+# test, the API server a whole core for it, 2026-12-07). This test shows the suite runs and what it records, not
 # how fast Volcano is here: its thresholds have room for the other workers' load (make test, 2026-12-06: 4.82 jobs/s
 # and p95 81 s beside them, 3.1 jobs/s beside kind's bring-up; p95 under 60 s alone), and 3 jobs/s still stands
 # well above the throttled scheduler's 1.5 (the sensitivity below)
@@ -48,10 +49,11 @@ def test_the_scale_suite_at_smoke_size_passes_with_its_figures_and_charts(tmp_pa
     assert found.outcome == "PASS", f"{found.message}\n{result.stdout[-3000:]}"  # type: ignore[attr-defined]
     [ev] = found.evidence
     notes = "\n".join(ev["notes"])
-    assert "admitted 500 of 500 jobs" in notes and "API requests" in notes and "volcano-scheduler: " in notes, notes
+    admitted = f"admitted {SMOKE['jobs']} of {SMOKE['jobs']} jobs"
+    assert admitted in notes and "API requests" in notes and "volcano-scheduler: " in notes, notes
     assert {c["name"] for c in ev["checks"]} == {"min_sustained_jobs_per_s", "admission_p95_s", "drain_within_s",
                                                  "min_jain_index", "max_harness_rss_mib"}
-    assert ev["series"]["admissions"]["admitted"][-1][1] == 500
+    assert ev["series"]["admissions"]["admitted"][-1][1] == SMOKE["jobs"]
     nodes = client.CoreV1Api(sim_api).list_node().items
     assert len(nodes) < 10, "the nodes the scale run added are still there"
     assert "jobs submitted and admitted over time" in (tmp_path / "scale" / "record.html").read_text()

@@ -91,19 +91,20 @@ def test_gang_and_topology_fail_on_kube_gang_when_the_scheduler_lacks_the_worklo
         in result.stdout, result.stdout[-3000:]
 
 
-def test_queue_fairness_fails_when_the_queues_are_weighted_1_to_1_but_3_to_1_is_configured(
-        tmp_path: Path, sim_api: client.ApiClient, reference_queue_model_afterwards: None) -> None:
-    """The cluster's queues disagree with the profile: Volcano shares 1:1 what the profile says is 3:1."""
+def test_queue_fairness_fails_when_the_queues_share_3_to_1_but_the_profile_asks_1_to_1(tmp_path: Path,
+                                                                                       sim_api: client.ApiClient) -> None:
+    """The cluster's queues disagree with the profile: Volcano shares 3:1 (the reference queues, kept) what the
+    profile says is 1:1. Queues set up 1:1 against the profile's 3:1 FAIL alike, but team-a then drains at half the
+    cluster and the queue model is set up twice: 126 s in make test (2026-12-07), this one 50 s on an idle sim."""
     def even(data: dict[str, object]) -> None:
         tenants = data["tenants"]
         assert isinstance(tenants, list)
-        tenants[0].update(weight=1, quota_gpus=16)
-        tenants[1].update(weight=1, quota_gpus=16)
-    gpupoc("setup", f"--profile={profile_variant(tmp_path, even)}")
-    result = suite("test_queue_fairness.py", "--backends=volcano", "--queue-model=keep")
+        tenants[0].update(weight=1)
+    result = suite("test_queue_fairness.py", "--backends=volcano", "--queue-model=keep",
+                   f"--profile={profile_variant(tmp_path, even)}")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "training.queue_fairness [volcano]: measured " in result.stdout
-    assert "max_share_deviation: 0." in result.stdout  # measured against 0.75 / 0.25
+    assert "max_share_deviation: 0." in result.stdout  # 0.75 / 0.25 measured against 0.5 / 0.5
 
 
 PREEMPT_WITHIN_S, ADMIT_TIMEOUT_S = 10, 20  # the reference preempts within about 5 s on the sim (kueue, 2026-12-07)
