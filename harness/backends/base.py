@@ -11,7 +11,7 @@ from kubernetes.utils import parse_quantity
 
 from harness.criteria.governance.monitoring_coverage import Series
 from harness.core.errors import HarnessError
-from harness.jobs.model import GangJob, JobStatus, OwnedKind
+from harness.jobs.model import GangJob, JobStatus, OwnedKind, model_queue_name
 from harness.config.profile import Profile, Tenant
 from harness.jobs.kubernetes import Workloads
 from harness.jobs.system import JobSystem
@@ -223,6 +223,11 @@ class Backend(Protocol):
         """The key of its queues in the profile's tenants[].queues and dev_queues (whose queues hold its jobs)."""
         ...
 
+    def charged_queue(self, job: GangJob) -> str:
+        """The queue whose usage the scheduler charges with `job`'s GPUs (its per-queue usage metric's queue); ''
+        where the tenant has no queue in its queue system."""
+        ...
+
     def elastic(self, job: GangJob, max_workers: int) -> ElasticJob | None:
         """`job` (a head and `job.pods - 1` workers) as one whose workers can be resized up to `max_workers`."""
         ...
@@ -307,6 +312,11 @@ class Capabilities:
     @property
     def queue_system(self) -> str:
         return self.queued_by or self.name
+
+    def charged_queue(self, job: GangJob) -> str:
+        """The tenant's queue, or its queue of the job's GPU model (model_queue: Volcano's, KAI's)."""
+        queue = job.tenant.queues.get(self.queue_system, "")
+        return model_queue_name(queue, job.gpu_model) if queue and job.gpu_model else queue
 
     @property
     def sim_schedulers(self) -> tuple[str, ...]:

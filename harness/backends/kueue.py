@@ -26,6 +26,12 @@ TOPOLOGY_QUEUE = "gpupoc-topology"
 # A quota per GPU model: a ClusterQueue per tenant with a ResourceFlavor per model (its nodes by the discovery's model
 # label) and each model's quota; its LocalQueue in each tenant's namespace (manifests/setup/kueue.yaml.j2)
 MODELS_QUEUE = "gpupoc-models"
+
+
+def models_cluster_queue(queue: str) -> str:
+    """Pure: the ClusterQueue of a tenant's quota per GPU model, beside its own ClusterQueue `queue`."""
+    return f"{queue}-models"
+
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
 
@@ -105,6 +111,12 @@ class KueueBackend(Capabilities):
             batch["spec"]["template"]["metadata"]["annotations"][
                 REQUIRED_TOPOLOGY if job.placement.required else PREFERRED_TOPOLOGY] = job.placement.level
         return [batch]
+
+    def charged_queue(self, job: GangJob) -> str:
+        """The ClusterQueue of the LocalQueue its manifests name (each tenant's LocalQueue and ClusterQueue share
+        the name: manifests/setup/kueue.yaml.j2)."""
+        queue = job.tenant.queues.get("kueue", "")
+        return TOPOLOGY_QUEUE if job.placement else models_cluster_queue(queue) if queue and job.gpu_model else queue
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         """Kueue's Deployment integration: the queue label on the Deployment (and its pods, which Kueue gates until

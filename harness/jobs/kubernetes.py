@@ -359,13 +359,12 @@ class Workloads(MakesJobs):
                 continue
             pods = self._trackers[(namespace, kind)]
             seen = {**pods.gone, **pods.objects}
-            system = self.backend.queued_by or self.backend.name
             for name, start, end in running_intervals(self.timeline, now):
                 pod = seen.get(name)
                 gpus = pod_gpus(pod, resource) if pod else 0
                 job = self._jobs.get(job_of(pod) or "") if pod else None
                 if gpus:
-                    queue = job.tenant.queues.get(system, "") if job else ""
+                    queue = self.backend.charged_queue(job) if job else ""
                     held.append(Held(namespace, name, self.backend.name, queue, gpus, start, end,
                                      ((pod or {}).get("spec") or {}).get("nodeName") or ""))
         return held

@@ -224,6 +224,9 @@ class JobKinds(Protocol):
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
         ...
 
+    def charged_queue(self, job: GangJob) -> str:
+        ...
+
     def tracked_kind(self) -> tuple[str, str]:
         ...
 

@@ -13,6 +13,7 @@ from kubernetes import client
 
 from harness import backends
 from harness.cluster.apply import apply_objects
+from harness.backends.kueue import models_cluster_queue
 from harness.backends.slurm import SlurmBackend, accounts_of
 from harness.cluster.cleanup import HTTP_NOT_FOUND
 from harness.core.errors import ConfigError
@@ -42,7 +43,8 @@ def queue_model(profile: Profile, present: list[str], nodes: list[dict[str, Any]
         if name == "kueue":  # its queues name the GPU resource, and one of them has the topology's flavor
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
                               gpu_resource=profile.gpu.resource, topology=profile.gpu.topology,
-                              models=model_flavors(profile), model_label=profile.gpu.accelerator.discovery.model)
+                              models=model_flavors(profile), model_label=profile.gpu.accelerator.discovery.model,
+                              models_queue=models_cluster_queue)
         elif name == "volcano":  # its queues name the GPU resource; KAI's count GPUs as such
             objects += render(QUEUE_TEMPLATES[name], tenants=profile.tenants, labels=labels,
                               gpu_resource=profile.gpu.resource, models=model_flavors(profile))

@@ -224,13 +224,12 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
         promql = usage.promql if usage is not None else backends.ALL[system].usage_metric
         if not promql:
             continue
-        for tenant in queue_model.tenants:
-            queue = tenant.queues.get(system)
-            if not queue:
-                continue
-            # by the queue each job named (a job in another tenant's queue counts there, as the scheduler counts it)
-            held = [h for h in gpus_held if h.queue == queue and (backends.ALL[h.backend].queued_by or h.backend)
-                    == system]
+        mine_here = [h for h in gpus_held if backends.ALL[h.backend].queue_system == system]
+        own = {t.queues[system]: t.name for t in queue_model.tenants if t.queues.get(system)}
+        for queue, tenant_name in cost.charged_queues(own, tenant_of, mine_here).items():
+            # by the queue the scheduler charged each job to (a job in another tenant's queue counts there, as the
+            # scheduler counts it; a job of one GPU model in its tenant's queue of that model)
+            held = [h for h in mine_here if h.queue == queue]
             mine = sum(h.gpu_seconds for h in held) / 3600
             # a sampled gauge: each pod's start and end known to a scrape; pods between two scrapes may be missed
             resolution = (quadrature([h.gpus * STEP_S for h in held], ends=2)
@@ -239,7 +238,7 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
                                      window_s, ev)
             off = cost.disagreement(metric or 0.0, mine, resolution)
             by_queue.append(off)
-            queue_rows.append({"queue": f"{system} {queue}", "tenant": tenant.name,
+            queue_rows.append({"queue": f"{system} {queue}", "tenant": tenant_name,
                                "GPU-hours (API timelines)": f"{mine:.4f}",
                                "GPU-hours (scheduler metric)": ("no series" if metric is None
                                                                 else f"{metric:.4f} ± {resolution:.4f}"),

@@ -125,7 +125,7 @@ def test_isolation_fails_listing_what_a_cross_tenant_role_binding_allows(sim_api
                "subjects": [{"kind": "ServiceAccount", "name": "team-a-submitter", "namespace": "poc-team-a"}]}
     rbac.create_namespaced_role_binding("poc-team-b", binding)
     try:
-        result = suite("suites/governance/test_tenant_isolation.py::test_tenant_isolation")
+        result = suite("suites/governance/test_tenant_isolation.py::test_tenant_isolation", "--queue-model=keep")
     finally:
         rbac.delete_namespaced_role_binding("gpupoc-test-cross-tenant", "poc-team-b")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
@@ -215,7 +215,7 @@ def gpu_pods_outside_any_queue(core: client.CoreV1Api) -> Iterator[None]:
 def test_cost_attribution_fails_when_a_gpu_pod_bypasses_the_queues(sim_api: client.ApiClient,
                                                                   gpu_pods_outside_any_queue: None) -> None:
     result = suite("suites/governance/test_quota.py::test_quota[kueue]",
-                   "suites/governance/test_cost_attribution.py")
+                   "suites/governance/test_cost_attribution.py", "--queue-model=keep")
     assert "1 failed, 1 passed" in result.stdout, result.stdout[-3000:]
     # The bypass pods' share of team-b's bill depends on how long the quota case ran: any value over the
     # threshold (0.1) is the FAIL wanted; 1.04 was seen when they outlasted team-b's queued jobs.
@@ -293,13 +293,21 @@ def count_every_model_together(sim_api: client.ApiClient) -> None:
 
 
 def test_model_quota_holds_each_model_apart_on_kueue_and_fails_when_the_queue_counts_them_together(
-        sim_api: client.ApiClient, l40s_nodes: list[str], reference_queue_model_afterwards: None) -> None:
+        tmp_path: Path, sim_api: client.ApiClient, l40s_nodes: list[str], reference_queue_model_afterwards: None
+) -> None:
     """Kueue's flavor per model, Volcano's and KAI's queue per model: team-a's fifth L40S job is held at its L40S
-    quota of 4 (4 L40S GPUs still free), its H100 job is admitted meanwhile, and every pod is on its model's nodes.
-    Then Kueue's queue counts every model's GPUs together (one flavor of no model): the fifth L40S job starts at once,
-    one GPU beyond the L40S quota."""
-    result = suite(*(f"suites/governance/test_model_quota.py::test_model_quota[{b}]" for b in ("kueue", "volcano", "kai")))
-    assert "3 passed" in result.stdout, result.stdout[-3000:]
+    quota of 4 (4 L40S GPUs still free), its H100 job is admitted meanwhile, and every pod is on its model's nodes;
+    cost attribution finds each scheduler's usage of those queues what the jobs held there. Then Kueue's queue counts
+    every model's GPUs together (one flavor of no model): the fifth L40S job starts at once, one GPU beyond the L40S
+    quota."""
+    result = suite(*(f"suites/governance/test_model_quota.py::test_model_quota[{b}]" for b in ("kueue", "volcano", "kai")),
+                   "suites/governance/test_cost_attribution.py", "--queue-model=keep", "--run-id=models",
+                   f"--reports-dir={tmp_path}")
+    assert "4 passed" in result.stdout, result.stdout[-3000:]
+    [cost] = [r for r in load_record(tmp_path / "models" / "record.json").results
+              if r.criterion == "governance.cost_attribution"]
+    charged = {row["queue"] for row in cost.evidence[0]["tables"]["cost: GPU-hours per queue over the run"]}
+    assert {"kueue team-a-models", "volcano team-a-nvidia-l40s", "kai team-a-nvidia-l40s"} <= charged, charged
     count_every_model_together(sim_api)  # on the reference queue model the run applied
     result = suite("suites/governance/test_model_quota.py::test_model_quota[kueue]", "--queue-model=keep")
     assert "1 failed" in result.stdout, result.stdout[-3000:]

@@ -258,7 +258,7 @@ def test_dra_allocation_fails_when_the_device_class_selects_no_device(sim_api: c
     dra.set_selector(sim_api, f'device.driver == "{dra.DRIVER}" && '
                               f'device.attributes["{dra.DRIVER}"].productName == "NVIDIA-B300"')
     try:
-        result = suite("test_dra_allocation.py", "--backends=default")
+        result = suite("test_dra_allocation.py", "--backends=default", "--queue-model=keep")
     finally:
         dra.set_selector(sim_api, dra.SELECTOR)
     assert "1 failed" in result.stdout, result.stdout[-3000:]
@@ -307,7 +307,7 @@ def test_capacity_elasticity_fails_when_the_pool_is_capped_below_the_job(
         assert isinstance(timeouts, dict)
         timeouts["admit"] = 20
         with_thresholds(data, "training.capacity_elasticity", running_within_s=15, scale_down_within_s=5)
-    result = suite("test_capacity_elasticity.py", "--backends=kueue",
+    result = suite("test_capacity_elasticity.py", "--backends=kueue", "--queue-model=keep",
                    f"--profile={profile_variant(tmp_path, wait_20_s)}")
     assert elasticity_failure(result, "running_within_s") >= 15, result.stdout[-3000:]
     assert elasticity_failure(result, "max_partial_hold_s") > 5, result.stdout[-3000:]
@@ -323,7 +323,7 @@ def test_capacity_elasticity_fails_on_the_idle_cost_when_scale_down_is_off(
 
     def scale_down_in_20_s(data: dict[str, object]) -> None:
         with_thresholds(data, "training.capacity_elasticity", scale_down_within_s=20, max_idle_gpu_hours=0.1)
-    result = suite("test_capacity_elasticity.py", "--backends=kueue",
+    result = suite("test_capacity_elasticity.py", "--backends=kueue", "--queue-model=keep",
                    f"--profile={profile_variant(tmp_path, scale_down_in_20_s)}")
     assert elasticity_failure(result, "max_idle_gpu_hours") > 0.1, result.stdout[-3000:]
     assert elasticity_failure(result, "scale_down_within_s") > 20, result.stdout[-3000:]

@@ -29,7 +29,7 @@ class Held:
     namespace: str
     pod: str
     backend: str
-    queue: str  # the queue its job named, in the queues of the backend that holds it ('' none)
+    queue: str  # the queue the scheduler charged its job to (Backend.charged_queue; '' none)
     gpus: int
     start: float
     end: float
@@ -38,6 +38,17 @@ class Held:
     @property
     def gpu_seconds(self) -> float:
         return self.gpus * max(0.0, self.end - self.start)
+
+
+def charged_queues(own: dict[str, str], tenant_of: dict[str, str], held: list[Held]) -> dict[str, str]:
+    """Pure: queue -> tenant, each tenant's `own` queue first, then every other queue a pod in `held` was charged to
+    (a tenant's queue of one GPU model, a queue tenants share) with the tenants (`tenant_of` namespace) it held."""
+    queues = dict(own)
+    for h in held:
+        if h.queue and h.queue not in queues:
+            queues[h.queue] = ", ".join(sorted({tenant_of.get(x.namespace, x.namespace) for x in held
+                                                if x.queue == h.queue}))
+    return queues
 
 
 def summed_hours(held: list[Held], key_of: Callable[[Held], str | None]) -> dict[str, float]:

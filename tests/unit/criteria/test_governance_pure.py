@@ -206,3 +206,15 @@ def test_a_disagreement_the_resolution_cannot_decide_is_not_checked() -> None:
     assert "wider than the 10% allowed" in cost.too_coarse(coarse, 0.10)
     assert cost.too_coarse(cost.disagreement(108.0, 100.0, 4.0), 0.10) == ""  # [0.04, 0.12]: a run may decide
     assert cost.too_coarse(cost.disagreement(250.0, 100.0, 21.0), 0.10) == ""  # FAIL whatever the resolution
+
+
+def test_every_queue_a_pod_was_charged_to_is_compared_with_the_tenants_own_first() -> None:
+    held = [cost.Held("poc-team-a", "a", "kueue", "team-a", 1, 0.0, 1.0),
+            cost.Held("poc-team-a", "b", "kueue", "team-a-models", 1, 0.0, 1.0),
+            cost.Held("poc-team-a", "c", "kueue", "gpupoc-topology", 1, 0.0, 1.0),
+            cost.Held("poc-team-b", "d", "kueue", "gpupoc-topology", 1, 0.0, 1.0),
+            cost.Held("elsewhere", "e", "kueue", "", 1, 0.0, 1.0)]  # charged to no queue: none to compare
+    queues = cost.charged_queues({"team-a": "team-a", "team-b": "team-b"},
+                                 {"poc-team-a": "team-a", "poc-team-b": "team-b"}, held)
+    assert queues == {"team-a": "team-a", "team-b": "team-b", "team-a-models": "team-a",
+                      "gpupoc-topology": "team-a, team-b"}

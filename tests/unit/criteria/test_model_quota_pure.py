@@ -67,3 +67,20 @@ def test_nodes_are_grouped_by_model_and_a_pod_on_another_model_is_named() -> Non
     pods = [{"name": "p0", "job": "a", "node": "l1"}, {"name": "p1", "job": "a", "node": "h0"},
             {"name": "p2", "job": "a", "node": None}, {"name": "p3", "job": "x", "node": "h0"}]
     assert misplaced(pods, {"a": "L40S"}, model_of) == ["p1 on h0 (H100)"]
+
+
+def test_a_job_of_a_model_is_charged_to_the_queue_its_scheduler_counts_it_in() -> None:
+    """Cost attribution sets each queue's GPU-hours beside the scheduler's usage of that queue: a job of a model counts
+    in its tenant's queue of models (Kueue's ClusterQueue, Volcano's and KAI's Queue of that model), one of no model
+    in the tenant's own queue."""
+    profile = load_profile(REPO_ROOT / "profiles" / "sim.yaml")
+    team = profile.tenants[0]
+    made = {o["metadata"]["name"] for o in queue_model(profile, ["kueue", "volcano", "kai"])
+            if o["kind"] in ("ClusterQueue", "Queue")}
+    of_a_model = GangJob("m", team, 1, 1, gpu_model="NVIDIA-L40S")
+    charged = {name: backends.ALL[name].charged_queue(of_a_model) for name in ("kueue", "volcano", "kai")}
+    assert charged == {"kueue": "team-a-models", "volcano": "team-a-nvidia-l40s", "kai": "team-a-nvidia-l40s"}
+    assert set(charged.values()) <= made
+    plain = GangJob("p", team, 1, 1)
+    assert {backends.ALL[name].charged_queue(plain) for name in ("kueue", "volcano", "kai", "kuberay",
+                                                                  "kueue-volcano")} == {"team-a"}
