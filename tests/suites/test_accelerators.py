@@ -19,7 +19,7 @@ from kubernetes import client
 from harness.config.accelerators import ASCEND
 from harness.core.paths import REPO_ROOT
 from harness.record.model import load_record
-from tests.suites.test_training_sensitivity import gpupoc, profile_variant
+from tests.suites.test_training_sensitivity import KUBERNETES_QUEUES, gpupoc, profile_variant
 
 NPU_NODES = 4
 CASES = ("suites/training/test_gang_admission.py::test_gang_admission[volcano]",
@@ -38,7 +38,7 @@ def ascend_nodes(sim_api: client.ApiClient) -> Iterator[list[str]]:
         yield added
     finally:
         gpupoc("sim", "nodes", "remove", *added)
-        gpupoc("setup")
+        gpupoc("setup", KUBERNETES_QUEUES)
 
 
 def on_ascend(data: dict[str, object]) -> None:
@@ -52,7 +52,7 @@ def on_ascend(data: dict[str, object]) -> None:
 def test_gang_fairness_and_quota_pass_unchanged_on_ascend_npus(tmp_path: Path, sim_api: client.ApiClient,
                                                                  ascend_nodes: list[str]) -> None:
     profile = profile_variant(tmp_path, on_ascend)
-    gpupoc("setup", f"--profile={profile}")
+    gpupoc("setup", "--backends=kueue,volcano", f"--profile={profile}")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", *CASES,
                              f"--profile={profile}", "--queue-model=keep", "--run-id=ascend",
                              f"--reports-dir={tmp_path}"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)

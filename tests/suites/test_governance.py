@@ -27,7 +27,7 @@ from harness.run.outcomes import load_expected, unexpected
 from harness.record.model import load_record
 from harness.sim import cluster
 from harness.core.paths import REPO_ROOT
-from tests.suites.test_training_sensitivity import gpupoc, profile_variant
+from tests.suites.test_training_sensitivity import KUBERNETES_QUEUES, gpupoc, profile_variant
 
 SCENARIOS = ("test_quota.py::test_quota[kueue]", "test_quota.py::test_gpu_resource_quota_refuses_at_creation",
              "test_borrowing_reclaim.py::test_borrowing_reclaim[kai]",
@@ -77,7 +77,7 @@ def test_quota_fails_when_the_queue_caps_the_tenant_above_its_limit(
         tenants = data["tenants"]
         assert isinstance(tenants, list)
         tenants[1]["limit_gpus"] = 32
-    gpupoc("setup", f"--profile={profile_variant(tmp_path, generous)}")
+    gpupoc("setup", "--backends=kueue", f"--profile={profile_variant(tmp_path, generous)}")
     result = suite("suites/governance/test_quota.py::test_quota[kueue]", "--queue-model=keep")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.quota [kueue]: measured max_gpus_over_limit: 8 GPUs (wanted <= 0 GPUs)" in result.stdout, \
@@ -87,7 +87,7 @@ def test_quota_fails_when_the_queue_caps_the_tenant_above_its_limit(
 @pytest.fixture()
 def reference_queue_model_afterwards() -> Iterator[None]:
     yield
-    gpupoc("setup")
+    gpupoc("setup", KUBERNETES_QUEUES)
 
 
 def threshold(criterion: str, name: str, value: float) -> Callable[[dict[str, object]], None]:
@@ -188,7 +188,7 @@ def test_monitoring_coverage_fails_naming_the_series_kueue_no_longer_exports(
         sim_api: client.ApiClient, disrupts: Callable[[str], None],
         kueue_without_its_queue_resource_metrics: None) -> None:
     disrupts("kueue")
-    result = suite("suites/governance/test_monitoring_coverage.py::test_monitoring_coverage[kueue]")
+    result = suite("suites/governance/test_monitoring_coverage.py::test_monitoring_coverage[kueue]", "--backends=kueue")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.monitoring_coverage [kueue]: measured max_missing_series: 3 series" in result.stdout, \
         result.stdout[-3000:]
@@ -256,7 +256,7 @@ def test_sharing_granularity_fails_when_every_reservation_reports_one_device(
     if not cluster.component_running("kai-scheduler"):
         pytest.skip("the sim runs without KAI")
     disrupts("kai-gpu-reservations")
-    result = suite("suites/governance/test_sharing_granularity.py::test_sharing_granularity[kai]")
+    result = suite("suites/governance/test_sharing_granularity.py::test_sharing_granularity[kai]", "--backends=kai")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert "governance.sharing_granularity [kai]: measured max_device_commit: 1.5 GPU (wanted <= 1 GPU)" in \
         result.stdout, result.stdout[-3000:]

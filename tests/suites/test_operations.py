@@ -42,8 +42,9 @@ def test_kueue_in_front_of_volcano_holds_the_gang_but_leaves_a_preemptor_unplace
     """Kueue in front of kube-scheduler passes; in front of Volcano, admission and the gang hold. The job Kueue admits
     by preempting one Volcano had taken in is mostly never placed (a designed FAIL that a race between the two
     schedulers decides, suites/expected.yaml), so only the value's presence is asserted for it here."""
-    result = suite("suites/operations/test_combined.py", "suites/training/test_gang_admission.py",
-                   "--backends=kueue-volcano,kueue", "--run-id=operations", f"--reports-dir={tmp_path}")
+    result = suite("suites/operations/test_combined.py", "suites/training/test_gang_admission.py::"
+                   "test_gang_admission[kueue-volcano]", "--backends=kueue-volcano,kueue", "--queue-model=keep",
+                   "--run-id=operations", f"--reports-dir={tmp_path}")
     record = load_record(tmp_path / "operations" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
     assert not unexpected(outcomes, load_expected()), "\n".join(

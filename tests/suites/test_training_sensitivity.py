@@ -53,6 +53,11 @@ def profile_variant(tmp_path: Path, change: Callable[[dict[str, object]], None])
     return path
 
 
+# What a test that changed Kubernetes queues puts back: the queue model of every Kubernetes queue system, not Slurm's
+# accounts (their 10 sacctmgr calls took 4 of `gpupoc setup`'s 6 s, 2026-12-07), which these tests leave alone.
+KUBERNETES_QUEUES = "--backends=kueue,volcano,kai"
+
+
 def gpupoc(*args: str) -> None:
     result = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -64,7 +69,7 @@ def reference_queue_model_afterwards(sim_api: client.ApiClient) -> Iterator[None
     scheduling = client.SchedulingV1Api(sim_api)
     for name in ("gpupoc-high", "gpupoc-low"):  # a PriorityClass's value cannot change: replace it
         scheduling.delete_priority_class(name)
-    gpupoc("setup")
+    gpupoc("setup", KUBERNETES_QUEUES)
 
 
 # Gang admission FAILing on default and passing on volcano: tests/record/test_record.py's run (gang_run) asserts it.
@@ -83,7 +88,7 @@ def test_gang_and_topology_fail_on_kube_gang_when_the_scheduler_lacks_the_worklo
         sim_api: client.ApiClient, scheduler_without_the_gang_gate: None) -> None:
     """Without GangScheduling and TopologyAwareWorkloadScheduling its pods bind one by one, wherever a node is free."""
     result = suite("test_gang_admission.py::test_gang_admission[kube-gang]",
-                   "suites/training/test_topology_placement.py::test_topology_placement[kube-gang]")
+                   "suites/training/test_topology_placement.py::test_topology_placement[kube-gang]", "--backends=kube-gang")
     assert "2 failed" in result.stdout, result.stdout[-3000:]
     assert "training.gang_admission [kube-gang]: measured max_partial_pods: 3 pods (wanted <= 0 pods)" in \
         result.stdout, result.stdout[-3000:]
@@ -91,8 +96,8 @@ def test_gang_and_topology_fail_on_kube_gang_when_the_scheduler_lacks_the_worklo
         in result.stdout, result.stdout[-3000:]
 
 
-def test_queue_fairness_fails_when_the_queues_share_3_to_1_but_the_profile_asks_1_to_1(tmp_path: Path,
-                                                                                       sim_api: client.ApiClient) -> None:
+def test_queue_fairness_fails_when_the_queues_share_3_to_1_but_the_profile_asks_1_to_1(
+        tmp_path: Path, sim_api: client.ApiClient) -> None:
     """The cluster's queues disagree with the profile: Volcano shares 3:1 (the reference queues, kept) what the
     profile says is 1:1. Queues set up 1:1 against the profile's 3:1 FAIL alike, but team-a then drains at half the
     cluster and the queue model is set up twice: 126 s in make test (2026-12-07), this one 50 s on an idle sim."""
@@ -345,7 +350,7 @@ def volcano_without_its_topology_plugin(tmp_path: Path, disrupts: Callable[[str]
 
 def gang_split_over_two_domains(backend: str) -> None:
     """The topology case on `backend`, its topology taken away: it FAILs on the gang split over 2 domains."""
-    result = suite(f"test_topology_placement.py::test_topology_placement[{backend}]")
+    result = suite(f"test_topology_placement.py::test_topology_placement[{backend}]", f"--backends={backend}")
     assert "1 failed" in result.stdout, result.stdout[-3000:]
     assert (f"training.topology_placement [{backend}]: measured max_domains_spanned: 2 domains "
             "(wanted <= 1 domains)") in result.stdout, result.stdout[-3000:]
