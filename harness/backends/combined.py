@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.backends.base import (TOPOLOGY, MODEL_QUOTA, AUTOSCALING, CONTROLLER_RESTART, UPGRADE, DRA, GPU_SHARING, SERVED_MODEL, SERVING,
+from harness.backends.base import (TOPOLOGY, AUTOSCALING, CONTROLLER_RESTART, UPGRADE, DRA, GPU_SHARING, SERVED_MODEL, SERVING,
                                    Controllers)
 from harness.backends.detect import missing_controller_reason, missing_crd_reason
 from harness.backends.kueue import KueueBackend
@@ -33,8 +33,6 @@ class KueueVolcanoBackend(KueueBackend):
     multicluster = ""  # the pair is measured on one cluster; MultiKueue is Kueue's own case
     lacking = {GPU_SHARING: KueueBackend.lacking[GPU_SHARING],
                TOPOLOGY: f"{PAIR}; Kueue's topology assignment under Volcano's placement is not built",
-               MODEL_QUOTA: f"{PAIR}; Kueue's per-model flavors under Volcano's placement are not built (Kueue's own "
-                            "are the kueue backend's case)",
                SERVING: f"{PAIR}; a Deployment's pods are not a gang", SERVED_MODEL: f"{PAIR}; serving is not",
                DRA: f"{PAIR} with the device plugin's GPUs; DRA claims under both are not built",
                AUTOSCALING: f"{PAIR} on the cluster's nodes; an autoscaler's view of Volcano's pending pods is "

@@ -54,9 +54,12 @@ def test_a_job_of_a_model_goes_to_its_models_queue_and_the_others_say_why_not() 
     assert vcjob["spec"]["queue"] == "team-a-nvidia-l40s"
     group = backends.ALL["kai"].manifests(job)[0]
     assert group["spec"]["queue"] == "team-a-nvidia-l40s"
-    for name in ("kueue", "volcano", "kai"):
+    [paired] = backends.ALL["kueue-volcano"].manifests(job)  # Kueue's flavors admit it, Volcano places it
+    assert paired["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpupoc-models"
+    assert paired["spec"]["template"]["spec"]["schedulerName"] == "volcano"
+    for name in ("kueue", "volcano", "kai", "kueue-volcano"):
         assert backends.ALL[name].lacks(MODEL_QUOTA, SIM_FEATURES) is None, name
-    for name in ("slurm", "default", "kuberay", "kueue-volcano"):
+    for name in ("slurm", "default", "kuberay"):
         assert backends.ALL[name].lacks(MODEL_QUOTA, SIM_FEATURES), name
 
 
