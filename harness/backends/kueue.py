@@ -32,6 +32,17 @@ def models_cluster_queue(queue: str) -> str:
     """Pure: the ClusterQueue of a tenant's quota per GPU model, beside its own ClusterQueue `queue`."""
     return f"{queue}-models"
 
+
+
+def local_and_cluster_queue(job: GangJob) -> tuple[str, str]:
+    """The LocalQueue a job names and the ClusterQueue behind it (manifests/setup/kueue.yaml.j2: the topology's, the
+    tenant's of GPU models, or the tenant's own, whose LocalQueue and ClusterQueue share the name)."""
+    if job.placement:
+        return TOPOLOGY_QUEUE, TOPOLOGY_QUEUE
+    queue = tenant_queue(job, "kueue")
+    return (MODELS_QUEUE, models_cluster_queue(queue)) if job.gpu_model else (queue, queue)
+
+
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 
 
@@ -105,18 +116,14 @@ class KueueBackend(Capabilities):
                 or missing_controller_reason(target, self.name, ("kueue",), ("kueue-controller-manager",)))
 
     def manifests(self, job: GangJob) -> list[dict[str, Any]]:
-        queue = TOPOLOGY_QUEUE if job.placement else MODELS_QUEUE if job.gpu_model else tenant_queue(job, "kueue")
-        batch = batch_job(job, {QUEUE_LABEL: queue})
+        batch = batch_job(job, {QUEUE_LABEL: local_and_cluster_queue(job)[0]})
         if job.placement:
             batch["spec"]["template"]["metadata"]["annotations"][
                 REQUIRED_TOPOLOGY if job.placement.required else PREFERRED_TOPOLOGY] = job.placement.level
         return [batch]
 
     def charged_queue(self, job: GangJob) -> str:
-        """The ClusterQueue of the LocalQueue its manifests name (each tenant's LocalQueue and ClusterQueue share
-        the name: manifests/setup/kueue.yaml.j2)."""
-        queue = job.tenant.queues.get("kueue", "")
-        return TOPOLOGY_QUEUE if job.placement else models_cluster_queue(queue) if queue and job.gpu_model else queue
+        return local_and_cluster_queue(job)[1]
 
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         """Kueue's Deployment integration: the queue label on the Deployment (and its pods, which Kueue gates until
