@@ -35,8 +35,8 @@ __all__ = ["DEFAULT_CUDA_VERSION", "DEFAULT_DRIVER_VERSION", "DEFAULT_GPU_PRODUC
            "DEFAULT_NODES", "GpuSpec", "Pins", "PORT_BASE_ENV", "SCHEDULERS_ENV", "SimConfig", "add_nodes",
            "api_client", "audit_log",
            "build", "component_argv", "component_names", "component_problem", "controllers_down", "data_plane_netns",
-           "down", "enter_netns_for_exec", "install_release", "releases_of", "running_release", "start_release",
-           "stop_release", "faults_injected", "freeze_component", "is_the_sim", "is_up",
+           "down", "enter_netns_for_exec", "install_release", "apply_release_crds", "releases_of", "running_release",
+           "start_release", "stop_release", "faults_injected", "freeze_component", "is_the_sim", "is_up",
            "kube_proxy_metrics_port", "load_pins", "netns_exists", "parse_schedulers", "schedulers_from_env",
            "prometheus_url", "real_node_cpu_isolation", "remove_nodes", "restart_component", "simulated_node_names",
            "serve_model_server_standin", "standin_arguments", "slurm_apply_reference_model", "slurm_ranking_from_zero",
@@ -116,6 +116,7 @@ releases_of = _releases.releases
 running_release = _releases.running
 install_release = _releases.install
 stop_release = _releases.stop
+apply_release_crds = _releases.apply_crds
 start_release = _releases.start
 
 

@@ -79,12 +79,17 @@ class SimUpgrade:
         return ", ".join(previous.label for previous, _ in self._pairs())
 
     def stop(self) -> float:
+        """The CRD step first, while the old controllers still run (as each project documents, and as `kubectl apply
+        --server-side` of a release's manifest does it), then the old controllers stopped."""
         for _, pinned in self._pairs():
+            if self.with_crds:
+                sim.apply_release_crds(self.api, pinned)
+                progress.say(f"  {pinned.label}: CRDs applied")
             sim.stop_release(pinned)
         return time.time()
 
     def start(self) -> float:
-        return min(sim.start_release(self.api, pinned, self.with_crds, say=progress.say) for _, pinned in self._pairs())
+        return min(sim.start_release(self.api, pinned, with_crds=False, say=progress.say) for _, pinned in self._pairs())
 
     def upgraded_to(self) -> str:
         to = ", ".join(pinned.label for _, pinned in self._pairs())
