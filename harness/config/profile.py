@@ -145,6 +145,9 @@ class Profile:
     prometheus_url: str | None = None
     submit_as: str = "runner"  # "tenant": jobs are submitted acting as the tenant's identity
     inference_url: str | None = None  # a real cluster: the model Service's ingress or gateway URL (probe and load)
+    # the sim's model-server stand-in for the serving stack's capacity (inference.capacity): its settings as its pod
+    # annotations name them (sim.gpupoc.io/<key>); a real cluster runs the profile's model-server image instead
+    standin: dict[str, str] = field(default_factory=dict)
     scale: ScaleSpec = field(default_factory=ScaleSpec)
     workloads: WorkloadSpec = field(default_factory=WorkloadSpec)
     # workload class -> the criteria that decide whether a backend fits it (empty: the record's defaults,
@@ -476,7 +479,8 @@ def parse_profile(data: Any, source: str) -> Profile:
     prometheus.only(("url",))
     timeouts = _timeouts(f.child("timeouts")) if "timeouts" in f.data else Timeouts()
     inference = f.optional("inference")
-    inference.only(("url",))
+    inference.only(("url", "standin"))
+    standin = inference.optional("standin")
     return Profile(name=f.get("name", str), source=source, tenants=tenants,
                    gpu=GpuSizes(gpu.get("resource", str, accelerator.resource), gpu.get("per_node", int), job_sizes,
                                 Dra(dra.get("device_class", str), dra.get("driver", str)) if dra.data else None,
@@ -485,6 +489,7 @@ def parse_profile(data: Any, source: str) -> Profile:
                    thresholds=_thresholds(f.child("thresholds")), timeouts=timeouts,
                    prometheus_url=prometheus.get("url", str, None), submit_as=submit_as,
                    inference_url=inference.get("url", str, None),
+                   standin={str(k): str(standin.get(k, (str, int, float))) for k in standin.data},
                    scale=_scale(f.child("scale")) if "scale" in f.data else ScaleSpec(),
                    workloads=_workloads(f.child("workloads")) if "workloads" in f.data else WorkloadSpec(),
                    scenarios=_scenarios(f.optional("scenarios")), max_runs=max_runs)

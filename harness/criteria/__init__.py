@@ -32,6 +32,7 @@ class Chart:
     title: str
     ylabel: str
     xlabel: str = "seconds"
+    style: str = "steps"  # "steps": a value held until the next; "points": measured points joined by lines
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ class Evidence:
     def of(cls, spec: Criterion, backend: str, thresholds: dict[str, float], before: list[Check] | None = None,
            lag_probe: Callable[[], float | None] | None = None) -> Evidence:
         return cls(spec.id, backend, spec.statement, dict(thresholds),
-                   charts=[{"key": c.key, "title": c.title, "ylabel": c.ylabel, "xlabel": c.xlabel}
+                   charts=[{"key": c.key, "title": c.title, "ylabel": c.ylabel, "xlabel": c.xlabel, "style": c.style}
                            for c in spec.charts], _spec=spec, _before=list(before or []), _lag_probe=lag_probe)
 
     def expect(self, name: str, measured: float | Estimate | None, label: str = "") -> Check:

@@ -30,7 +30,7 @@ DEFAULT_SCENARIOS: dict[str, tuple[str, ...]] = {
                        "training.failure_recovery", "training.queue_wait"),
     "large-scale training (topology)": ("training.topology_placement", "training.gang_admission"),
     "online inference": ("inference.cold_start", "inference.latency", "inference.rolling_release",
-                         "inference.elasticity", "inference.service_discovery"),
+                         "inference.elasticity", "inference.service_discovery", "inference.capacity"),
     "development and debugging": ("governance.queue_classes", "training.queue_wait"),
     "multi-team sharing": ("governance.quota", "governance.borrowing_reclaim", "governance.tenant_isolation",
                            "training.queue_fairness", "governance.cost_attribution"),

@@ -83,11 +83,29 @@ class LoadGenerator:
                slo: dict[str, float], out: Path) -> dict[str, Any]:
         """One fixed-rate stage of streaming completions: `rate` x `duration_s` requests, prompt and output of
         `tokens` words; goodput against `slo` (seconds: ttft, itl, request_latency)."""
+        return self._config(url, model, {"type": "constant", "stages": [{"rate": rate, "duration": duration_s}]},
+                            tokens, slo, out)
+
+    def sweep_config(self, url: str, model: str, sweep: Sweep, tokens: tuple[int, int], slo: dict[str, float],
+                     out: Path) -> dict[str, Any]:
+        """inference-perf's own sweep of Poisson stages: a burst of `sweep.probe_requests` finds the saturation point,
+        then `sweep.stages` stages of `sweep.stage_s` each, spaced linearly up to it."""
+        # inference-perf sizes its prompts from the stages' requests, which a sweep makes only later (0.7: an
+        # IndexError past the first): as many as the stages could send at up to the probe's count per second
+        count = sweep.probe_requests * (1 + sweep.stages * sweep.stage_s)
+        return self._config(url, model, {"type": "poisson", "sweep": {
+            "type": "linear", "num_requests": sweep.probe_requests, "timeout": sweep.probe_timeout_s,
+            "num_stages": sweep.stages, "stage_duration": sweep.stage_s, "saturation_percentile": 95}},
+            tokens, slo, out, count)
+
+    def _config(self, url: str, model: str, load: dict[str, Any], tokens: tuple[int, int], slo: dict[str, float],
+                out: Path, count: int | None = None) -> dict[str, Any]:
         prompt, output = tokens
         return {"api": {"type": "completion", "streaming": True},
-                "data": {"type": "random", "input_distribution": _fixed(prompt), "output_distribution": _fixed(output)},
-                "load": {"type": "constant", "stages": [{"rate": rate, "duration": duration_s}], "num_workers": 1,
-                         "worker_max_concurrency": 64, "request_timeout": 30, "stage_teardown_grace_seconds": 10},
+                "data": {"type": "random", "input_distribution": _fixed(prompt, count),
+                         "output_distribution": _fixed(output, count)},
+                "load": load | {"num_workers": 1, "worker_max_concurrency": 64, "request_timeout": 30,
+                                "stage_teardown_grace_seconds": 10},
                 "server": {"type": "vllm", "model_name": model, "base_url": url, "ignore_eos": True},
                 "tokenizer": {"pretrained_model_name_or_path": str(self.tokenizer)},
                 "report": {"request_lifecycle": {"summary": True, "per_stage": True, "per_request": True,
@@ -98,6 +116,12 @@ class LoadGenerator:
 
     def run(self, traffic: Traffic, config: dict[str, Any], out: Path, timeout_s: float) -> LoadReport:
         """Run where the traffic must come from; the stage's report, or a HarnessError with the log's tail."""
+        return self.run_stages(traffic, config, out, timeout_s)[0][1]
+
+    def run_stages(self, traffic: Traffic, config: dict[str, Any], out: Path,
+                   timeout_s: float) -> list[tuple[float, LoadReport]]:
+        """Run where the traffic must come from; each stage's rate and report, in the order they ran, or a
+        HarnessError with the log's tail."""
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text(yaml.safe_dump(config))
         log = out / "inference-perf.log"
@@ -109,19 +133,45 @@ class LoadGenerator:
             process.kill()
             process.wait()
             raise HarnessError(f"inference-perf did not finish within {timeout_s:.0f}s (killed); log: {log}")
-        reports = sorted((out / "report").glob("stage_0_lifecycle_metrics.json"))
-        if process.returncode != 0 or not reports:
+        found = {int(p.name.split("_")[1]): p for p in (out / "report").glob("stage_*_lifecycle_metrics.json")}
+        if process.returncode != 0 or not found:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise HarnessError(f"inference-perf failed (exit {process.returncode}); last lines of {log}:\n{tail}")
-        report = parse_inference_perf(json.loads(reports[0].read_text()))
+        stages = [json.loads(found[n].read_text()) for n in sorted(found)]
         per_request = out / "report" / "per_request_lifecycle_metrics.json"
-        if per_request.exists():  # each request's latencies: the percentiles' intervals (core/estimate.py)
-            report = dataclasses.replace(report, samples=per_request_samples(json.loads(per_request.read_text())))
-        return report
+        entries = json.loads(per_request.read_text()) if per_request.exists() else []
+        return stage_reports(stages, entries)
 
 
-def _fixed(n: int) -> dict[str, Any]:
-    return {"type": "fixed", "min": n, "max": n, "mean": n, "std_dev": 0}
+@dataclass(frozen=True)
+class Sweep:
+    """inference-perf's sweep: the saturation probe's burst, then stages up to the saturation point it finds."""
+
+    probe_requests: int
+    probe_timeout_s: float
+    stages: int
+    stage_s: int
+
+
+def stage_reports(stages: list[dict[str, Any]], entries: list[dict[str, Any]]) -> list[tuple[float, LoadReport]]:
+    """Pure: each stage's offered rate and report, with its requests' latencies as samples (the percentiles'
+    intervals, core/estimate.py). The per-request report does not name stages: stages run one after another, so
+    its entries by start time fall to them in turn, as many as each stage sent."""
+    ordered = sorted(entries, key=lambda e: float(e.get("start_time") or 0.0))
+    out, taken = [], 0
+    for stage in stages:
+        report = parse_inference_perf(stage)
+        mine = ordered[taken:taken + report.sent]
+        taken += report.sent
+        if mine:
+            report = dataclasses.replace(report, samples=per_request_samples(mine))
+        rate = float((stage.get("load_summary") or {}).get("requested_rate") or 0.0)
+        out.append((rate, report))
+    return out
+
+
+def _fixed(n: int, count: int | None = None) -> dict[str, Any]:
+    return {"type": "fixed", "min": n, "max": n, "mean": n, "std_dev": 0} | ({"total_count": count} if count else {})
 
 
 def ensure(say: Callable[[str], None] = print) -> LoadGenerator | str:

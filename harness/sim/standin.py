@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from bisect import bisect_left
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -30,8 +30,9 @@ from typing import Any, TypeVar
 PREFIX = "sim.gpupoc.io/"
 SERVES, MODEL, VERSION, PORT = (PREFIX + k for k in ("model-server", "model", "version", "model-port"))
 LOAD_TIME, TTFT, TTFT_PER_TOKEN, ITL = (PREFIX + k for k in ("load-time", "ttft", "ttft-per-prompt-token", "itl"))
-MAX_NUM_SEQS, SLOWDOWN, ERROR_RATE, OUTPUT_TOKENS = (
-    PREFIX + k for k in ("max-num-seqs", "slowdown", "error-rate", "output-tokens"))
+MAX_NUM_SEQS, SLOWDOWN, ERROR_RATE, OUTPUT_TOKENS, PREFIX_CACHE_TOKENS = (
+    PREFIX + k for k in ("max-num-seqs", "slowdown", "error-rate", "output-tokens", "prefix-cache-tokens"))
+BLOCK_TOKENS = 16  # vLLM's default KV-cache block size: a prefix is cached and found in whole blocks
 
 # vLLM's bucket bounds; queue time uses the e2e bounds, as vLLM does.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80)
@@ -76,6 +77,7 @@ class ServerSpec:
     slowdown: float = 0.02
     error_rate: float = 0.0
     default_output_tokens: int = 32
+    prefix_cache_tokens: int = 0  # the prefix cache's size in tokens; 0: no prefix caching
 
     @property
     def pod_ref(self) -> str:
@@ -117,6 +119,7 @@ def spec_from_pod(name: str, namespace: str, annotations: Mapping[str, str], lab
         slowdown=get(SLOWDOWN, float, lambda v: 0 <= v < float("inf"), "a number >= 0", 0.02),
         error_rate=get(ERROR_RATE, float, lambda v: 0 <= v <= 1, "a probability 0-1", 0.0),
         default_output_tokens=get(OUTPUT_TOKENS, int, lambda v: v >= 1, "an integer >= 1", 32),
+        prefix_cache_tokens=get(PREFIX_CACHE_TOKENS, int, lambda v: v >= 0, "an integer >= 0 (0: off)", 0),
     )
 
 
@@ -131,6 +134,39 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
         self.count += 1
+
+
+class PrefixCache:
+    """vLLM's automatic prefix caching, as far as time to first token depends on it: a prompt's KV blocks of
+    BLOCK_TOKENS tokens, each named by its tokens and every block before it, kept up to `capacity_tokens` and evicted
+    least recently used first. A prompt's hit is its leading blocks found cached, never the whole prompt (vLLM
+    computes at least its last token)."""
+
+    def __init__(self, capacity_tokens: int) -> None:
+        self.capacity_blocks = capacity_tokens // BLOCK_TOKENS
+        self._blocks: OrderedDict[int, None] = OrderedDict()
+        self.queries = self.hits = 0  # tokens, as vLLM's prefix_cache_queries / _hits count them
+
+    def lookup(self, words: list[str]) -> int:
+        """The prompt's tokens found cached; its whole blocks are cached from now on."""
+        keys, parent = [], 0
+        for start in range(0, len(words) - len(words) % BLOCK_TOKENS, BLOCK_TOKENS):
+            parent = hash((parent, *words[start:start + BLOCK_TOKENS]))
+            keys.append(parent)
+        found = 0
+        for key in keys:
+            if key not in self._blocks:
+                break
+            found += 1
+        hit = min(found * BLOCK_TOKENS, max(len(words) - 1, 0))
+        for key in keys:
+            self._blocks[key] = None
+            self._blocks.move_to_end(key)
+        while len(self._blocks) > self.capacity_blocks:
+            self._blocks.popitem(last=False)
+        self.queries += len(words)
+        self.hits += hit
+        return hit
 
 
 class BadRequest(Exception):
@@ -156,11 +192,15 @@ class Request:
 
 @dataclass
 class _Completion:
-    prompt_tokens: int
+    prompt: list[str]  # its tokens: one per word
     output_tokens: int
     stream: bool
     include_usage: bool
     model: object
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt)
 
 
 _ROUTES = {"/health": "GET", "/metrics": "GET", "/v1/models": "GET",
@@ -184,6 +224,7 @@ class ModelServer:
         self._success = self._prompt_tokens = self._generation_tokens = self._errors = self._aborted = 0
         self._connections: set[asyncio.StreamWriter] = set()
         self._closed = False
+        self._cache = PrefixCache(spec.prefix_cache_tokens) if spec.prefix_cache_tokens else None
 
     @property
     def loaded(self) -> bool:
@@ -275,7 +316,7 @@ class ModelServer:
             usage = {"prompt_tokens": params.prompt_tokens, "completion_tokens": n,
                      "total_tokens": params.prompt_tokens + n}
             if not params.stream:
-                await self._generate(params.prompt_tokens, n, arrival, None)
+                await self._generate(params.prompt, n, arrival, None)
                 text = "tok " * n
                 choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
                           else {"index": 0, "text": text})
@@ -305,7 +346,7 @@ class ModelServer:
                     choice["delta"] = {"role": "assistant", "content": "tok "}
                 await event(base | {"choices": [choice]})
 
-            await self._generate(params.prompt_tokens, n, arrival, token)
+            await self._generate(params.prompt, n, arrival, token)
             await event(base | {"choices": [choice_of(None, "length")]})
             if params.include_usage:
                 await event(base | {"choices": [], "usage": usage})
@@ -317,13 +358,15 @@ class ModelServer:
         finally:
             self._release()
 
-    async def _generate(self, prompt_tokens: int, n: int, arrival: float,
+    async def _generate(self, prompt: list[str], n: int, arrival: float,
                         on_token: Callable[[int], Awaitable[None]] | None) -> None:
-        """Prefill then n tokens, with the current batch's slowdown; records vLLM's metrics."""
+        """Prefill (of the prompt's tokens not found in the prefix cache) then n tokens, with the current batch's
+        slowdown; records vLLM's metrics."""
         spec = self.spec
         queued = self._clock() - arrival
-        await asyncio.sleep((spec.ttft_s + spec.ttft_per_prompt_token_s * prompt_tokens) * self._factor())
-        self._prompt_tokens += prompt_tokens
+        cached = self._cache.lookup(prompt) if self._cache is not None else 0
+        await asyncio.sleep((spec.ttft_s + spec.ttft_per_prompt_token_s * (len(prompt) - cached)) * self._factor())
+        self._prompt_tokens += len(prompt)
         last = self._clock()
         self._ttft.observe(last - arrival)
         for i in range(n):
@@ -409,6 +452,11 @@ class ModelServer:
                 ("", ',finished_reason="abort"', self._aborted)])
         family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
                [("", "", self._prompt_tokens)])
+        cache = self._cache or PrefixCache(0)
+        family("vllm:prefix_cache_queries_total", "counter",
+               "Prefix cache queries, in terms of number of queried tokens.", [("", "", cache.queries)])
+        family("vllm:prefix_cache_hits_total", "counter",
+               "Prefix cache hits, in terms of number of cached tokens.", [("", "", cache.hits)])
         family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
                [("", "", self._generation_tokens)])
         family("gpupoc_sim_request_errors_total", "counter",
@@ -452,7 +500,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="sim-llm", help="the model name it answers for (default: %(default)s)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="its latency model, as the sim's pod annotations name it: version=v2, load-time=2s, "
-                             "ttft=40ms, itl=10ms, max-num-seqs=16, error-rate=0, output-tokens=32")
+                             "ttft=40ms, ttft-per-prompt-token=1ms, itl=10ms, max-num-seqs=16, slowdown=0.02, "
+                             "error-rate=0, output-tokens=32, prefix-cache-tokens=0")
 
 
 def spec_from_arguments(args: argparse.Namespace) -> ServerSpec:
@@ -545,11 +594,11 @@ def _parse_completion(body: bytes, chat: bool, default_tokens: int) -> _Completi
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise BadRequest("messages must be a non-empty list of objects")
-        prompt_tokens = sum(_count_words(m.get("content"), "messages[].content") for m in messages)
+        prompt = [w for m in messages for w in _words(m.get("content"), "messages[].content")]
     else:
         if data.get("prompt") is None:
             raise BadRequest("prompt is required")
-        prompt_tokens = _count_words(data["prompt"], "prompt")
+        prompt = _words(data["prompt"], "prompt")
     output = default_tokens
     for key in ("max_completion_tokens", "max_tokens"):
         value = data.get(key)
@@ -560,22 +609,22 @@ def _parse_completion(body: bytes, chat: bool, default_tokens: int) -> _Completi
             break
     options = data.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return _Completion(prompt_tokens, output, data.get("stream") is True, include_usage, data.get("model"))
+    return _Completion(prompt, output, data.get("stream") is True, include_usage, data.get("model"))
 
 
-def _count_words(value: object, what: str) -> int:
+def _words(value: object, what: str) -> list[str]:
     """Prompt tokens: whitespace-separated words (a list's token ids count one each)."""
     if value is None:
-        return 0
+        return []
     if isinstance(value, str):
-        return len(value.split())
+        return value.split()
     if isinstance(value, int) and not isinstance(value, bool):
-        return 1
+        return [str(value)]
     if isinstance(value, dict):  # a chat content part; images and the like count nothing
         text = value.get("text")
-        return len(text.split()) if isinstance(text, str) else 0
+        return text.split() if isinstance(text, str) else []
     if isinstance(value, list):
-        return sum(_count_words(item, what) for item in value if item is not None)
+        return [w for item in value if item is not None for w in _words(item, what)]
     raise BadRequest(f"{what} must be a string or a list of strings")
 
 

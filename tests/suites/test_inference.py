@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference import (canary_release, cold_start, latency, rolling_release,
+from harness.criteria.inference import (canary_release, capacity, cold_start, latency, rolling_release,
                                         service_discovery)
 from harness.core.errors import CriterionViolation
 from harness.run.outcomes import load_expected, unexpected
@@ -39,7 +39,9 @@ CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscali
 def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient,
                                                     restricted_serving_namespaces: None) -> None:
     """Every serving pod meets Pod Security's restricted level: the tenants' serving namespaces enforce it."""
-    result = suite("suites/inference", "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}")
+    # capacity's sweep (a minute of load) runs once, in its sensitivity test (test_inference_sensitivity.py)
+    result = suite("suites/inference", "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}",
+                   "--deselect=suites/inference/test_capacity.py::test_capacity[default]")
     record = load_record(tmp_path / "inference" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
     assert not unexpected(outcomes, load_expected()), "\n".join(
@@ -65,7 +67,7 @@ def test_the_probe_runs_inside_the_sims_namespace_and_refuses_pod_addresses_from
 
 def evidence_of(criterion_id: str, backend: Backend, profile: Profile) -> Evidence:
     criteria = {c.id: c for c in (cold_start.CRITERION, rolling_release.CRITERION, canary_release.CRITERION,
-                                  service_discovery.CRITERION, latency.CRITERION)}
+                                  service_discovery.CRITERION, latency.CRITERION, capacity.CRITERION)}
     return Evidence.of(criteria[criterion_id], backend.name, profile.thresholds[criterion_id])
 
 

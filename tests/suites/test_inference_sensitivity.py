@@ -1,6 +1,7 @@
 """The inference criteria's FAILs that do not move with the host's load (tests/conftest.py: HEAVY_FILES keeps the
 latency case's PASS, tests/suites/test_inference.py, apart from kind's bring-up): a server that runs one sequence at a
-time queues every request past the TTFT SLO, and an autoscaler whose metric query matches nothing never scales."""
+time queues every request past the TTFT SLO, servers of a quarter of the sequences bring the capacity's knee below
+the required rate, and an autoscaler whose metric query matches nothing never scales."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from harness.backends import Backend
 from harness.cluster.prometheus import Prometheus
 from harness.config.profile import Profile
 from harness.core.errors import CriterionViolation
-from harness.criteria.inference import elasticity, latency
+from harness.criteria.inference import capacity, elasticity, latency
 from harness.jobs.kubernetes import Workloads
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
+from suites.inference.test_capacity import capacity_run
 from suites.inference.test_elasticity import autoscale_run
 from suites.inference.test_latency import latency_run
 from tests.suites.test_inference import evidence_of
@@ -43,3 +45,16 @@ def test_elasticity_fails_when_the_autoscalers_metric_query_matches_nothing(
         autoscale_run(backend, workloads, queue_model, target, ev, tmp_path, selector={"model_name": "no-such-model"})
         ev.verdict()
     assert any("FailedGetExternalMetric" in note or "no metrics returned" in note for note in ev.notes), ev.notes
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_capacity_falls_below_the_required_rate_with_a_quarter_of_the_sequences(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, tmp_path: Path) -> None:
+    """max-num-seqs 1 where the profile's stand-in runs 4: two servers sustain about 3 req/s instead of 11, and the
+    knee (the SLO met up to 6.1-8.6 req/s with 4, 2026-12-07) falls below the required 3 req/s, with the stage that
+    missed the SLO whole in the evidence."""
+    ev = evidence_of(capacity.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"min_capacity_rps: \d+(\.\d+)? req/s \[[\d.]+, [\d.]+\] "
+                                                 r"\(wanted >= 3 req/s\)"):
+        capacity_run(backend, workloads, queue_model, target, ev, tmp_path, standin={"max-num-seqs": "1"})
+    assert any(row["SLO"] == "FAIL" for row in ev.tables["sweep stages (inference-perf)"]), ev.tables

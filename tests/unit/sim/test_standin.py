@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from harness.sim.standin import ModelServer, ServerSpec, parse_duration, serves, spec_from_pod
+from harness.sim.standin import (BLOCK_TOKENS, ModelServer, PrefixCache, ServerSpec, parse_duration, serves,
+                                   spec_from_pod)
 
 FAST = {"sim.gpupoc.io/model-server": "true", "sim.gpupoc.io/load-time": "0", "sim.gpupoc.io/ttft": "20ms",
         "sim.gpupoc.io/itl": "2ms", "sim.gpupoc.io/output-tokens": "4"}
@@ -447,5 +448,44 @@ def test_a_waiting_request_whose_client_left_is_aborted() -> None:
             assert (await running).status == 200
             metrics = samples((await (await connect()).request("GET", "/metrics")).body.decode())
             assert metrics["vllm:request_success_total{finished_reason=abort}"] == 1
+
+    run(main())
+
+
+# --- prefix caching ---
+
+def test_prefix_cache_finds_leading_whole_blocks_and_evicts_the_least_recently_used() -> None:
+    cache = PrefixCache(capacity_tokens=4 * BLOCK_TOKENS)
+    system = [f"s{i}" for i in range(2 * BLOCK_TOKENS)]
+    assert cache.lookup(system + ["q1"] * 5) == 0  # cold
+    assert cache.lookup(system + ["q2"] * 5) == 2 * BLOCK_TOKENS  # the shared system prompt's two blocks
+    assert cache.lookup(system) == 2 * BLOCK_TOKENS - 1  # never the whole prompt
+    other = [f"o{i}" for i in range(3 * BLOCK_TOKENS)]
+    assert cache.lookup(["x"] + system) == 0  # a prefix, not a substring: shifted by one token, no block matches
+    cache.lookup(other)  # 3 more blocks: the cache holds 4, the system prompt's were used least recently
+    assert cache.lookup(system) == 0
+    assert (cache.queries, cache.hits) == (5 * len(system) + 2 * 5 + 1 + len(other), 4 * BLOCK_TOKENS - 1)
+
+
+def test_a_cached_prefix_shortens_time_to_first_token_and_is_counted() -> None:
+    server = ModelServer(spec(**{"sim.gpupoc.io/ttft": "5ms", "sim.gpupoc.io/ttft-per-prompt-token": "2ms",
+                                 "sim.gpupoc.io/prefix-cache-tokens": "1024"}))
+    prompt = " ".join(f"w{i}" for i in range(4 * BLOCK_TOKENS))
+
+    async def ttft(client: Client) -> float:
+        sent = time.monotonic()
+        response = await client.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 1,
+                                                                     "stream": True})
+        assert response.status == 200 and response.first_chunk_at is not None
+        return response.first_chunk_at - sent
+
+    async def main() -> None:
+        async with serving(server) as connect:
+            client = await connect()
+            cold, warm = await ttft(client), await ttft(client)
+            assert cold >= 0.005 + 0.002 * 4 * BLOCK_TOKENS and warm < cold / 4  # 133 ms against 7 ms
+            metrics = samples((await client.request("GET", "/metrics")).body.decode())
+            assert metrics["vllm:prefix_cache_queries_total"] == 2 * 4 * BLOCK_TOKENS
+            assert metrics["vllm:prefix_cache_hits_total"] == 4 * BLOCK_TOKENS - 1
 
     run(main())
