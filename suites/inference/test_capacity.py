@@ -41,7 +41,7 @@ REPLICAS = 2
 
 
 def capacity_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
-                 tmp_path: Path, standin: dict[str, str] | None = None) -> list[Stage]:
+                 tmp_path: Path, standin: dict[str, str] | None = None, sweep: Sweep = SWEEP) -> list[Stage]:
     require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
     generator = loadgen.ensure()
@@ -55,13 +55,13 @@ def capacity_run(backend: Backend, workloads: Workloads, profile: Profile, targe
     url = wait_served(workloads, traffic, backend, service, profile.timeouts.admit)
     slo = {"ttft": limits["slo_ttft_p99_s"], "itl": limits["slo_itl_p99_s"]}
     work = tmp_path / "sweep"
-    config = generator.sweep_config(url, service.model, SWEEP, TOKENS, slo, work)
+    config = generator.sweep_config(url, service.model, sweep, TOKENS, slo, work)
     started = time.time()
     stages = [Stage(rate, report) for rate, report in
-              generator.run_stages(traffic, config, work, timeout_s=SWEEP.probe_timeout_s + SWEEP.stages * 30 + 60)]
+              generator.run_stages(traffic, config, work, timeout_s=sweep.probe_timeout_s + sweep.stages * 30 + 60)]
     simulated = ", ".join(f"{k}={v}" for k, v in server.items()) if target.features.runs_sim_workloads else ""
-    ev.note(f"inference-perf's sweep: a burst of {SWEEP.probe_requests} requests found the saturation point, then "
-            f"{len(stages)} Poisson stages of {SWEEP.stage_s} s up to it; {TOKENS[0]} prompt / {TOKENS[1]} output "
+    ev.note(f"inference-perf's sweep: a burst of {sweep.probe_requests} requests found the saturation point, then "
+            f"{len(stages)} Poisson stages of {sweep.stage_s} s up to it; {TOKENS[0]} prompt / {TOKENS[1]} output "
             f"tokens, streaming, {traffic.where}, in {time.time() - started:.0f} s; {REPLICAS} replicas"
             + (f" of the sim's vLLM stand-in (simulated: {simulated})." if simulated else "."))
     rows: list[dict[str, object]] = []
