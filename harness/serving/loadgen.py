@@ -184,6 +184,15 @@ def ensure(say: Callable[[str], None] = print) -> LoadGenerator | str:
         return _installed(venv, say)
 
 
+def required(say: Callable[[str], None] = print) -> LoadGenerator:
+    """The load generator, or a HarnessError naming why it is not there: the run's own tool missing is an ERROR of
+    the case, not a finding about the cluster."""
+    generator = ensure(say)
+    if isinstance(generator, str):
+        raise HarnessError(f"the load generator is not there: {generator}")
+    return generator
+
+
 def _installed(venv: Path, say: Callable[[str], None]) -> LoadGenerator | str:
     binary, stamp, tokenizer = venv / "bin" / "inference-perf", venv / ".gpupoc-installed", venv / "tokenizer"
     if not (binary.exists() and stamp.exists() and stamp.read_text() == PACKAGE):

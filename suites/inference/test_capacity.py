@@ -22,7 +22,6 @@ import pytest
 
 from harness.backends import Backend
 from harness.config.profile import Profile
-from harness.core.errors import HarnessError
 from harness.criteria.inference.capacity import CRITERION, Stage, knee
 from harness.jobs.kubernetes import Workloads
 from harness.record.evidence import Evidence
@@ -44,9 +43,7 @@ def capacity_run(backend: Backend, workloads: Workloads, profile: Profile, targe
                  tmp_path: Path, standin: dict[str, str] | None = None, sweep: Sweep = SWEEP) -> list[Stage]:
     require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
-    generator = loadgen.ensure()
-    if isinstance(generator, str):  # the run's own tool is missing: an ERROR naming it, not a finding
-        raise HarnessError(f"the load generator is not there: {generator}")
+    generator = loadgen.required()
     limits = profile.thresholds[CRITERION.id]
     server = {"load-time": "1s", **profile.standin, **(standin or {})}
     service = workloads.service("llm-capacity", profile.tenants[0], replicas=REPLICAS, server=server)

@@ -16,7 +16,6 @@ import pytest
 
 from harness.serving import loadgen
 from harness.backends import Backend
-from harness.core.errors import HarnessError
 from harness.core.estimate import Estimate, exact, mean, percentile, wilson
 from harness.criteria.inference.latency import CRITERION, LoadReport
 from harness.config.profile import Profile
@@ -40,9 +39,7 @@ def latency_run(backend: Backend, workloads: Workloads, profile: Profile, target
                 duration_s: float = DURATION_S) -> None:
     require(target, backend, SERVED_MODEL)
     traffic = traffic_for(target, profile)
-    generator = loadgen.ensure()
-    if isinstance(generator, str):  # the run's own tool is missing: an ERROR naming it, not a finding
-        raise HarnessError(f"the load generator is not there: {generator}")
+    generator = loadgen.required()
     limits = profile.thresholds[CRITERION.id]
     service = workloads.service("llm-load", profile.tenants[0], replicas=2,
                                 server={"load-time": "1s", "ttft": "40ms", "itl": "10ms",
