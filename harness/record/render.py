@@ -54,7 +54,8 @@ def sections(record: Record) -> str:
     return template.render(r=record, criteria=criteria, backends=backends, cells=cells, worst=worst, short=short,
                            fit=fit_table(record),
                            label=label, verdicts=verdicts(record), environment=environment_line(record),
-                           signs=signs, answers={b: answers(record, b) for b in backends}, as_yaml=as_yaml, charts=lambda e: evidence_charts(e),
+                           signs=signs, answers={b: answers(record, b) for b in backends}, as_yaml=as_yaml,
+                           charts=lambda e: evidence_charts(e),
                            compared=across_backends([(x.backend, e) for x in record.results for e in x.evidence]))
 
 

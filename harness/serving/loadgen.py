@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from harness.criteria.inference.latency import LoadReport, parse_inference_perf, per_request_samples
+from harness.criteria.inference.latency import (REQUEST_TIMEOUT_S, LoadReport, parse_inference_perf,
+                                                per_request_samples)
 from harness.core.errors import HarnessError
 from harness.core.paths import build_root
 from harness.serving.traffic import Traffic
@@ -104,7 +105,7 @@ class LoadGenerator:
         return {"api": {"type": "completion", "streaming": True},
                 "data": {"type": "random", "input_distribution": _fixed(prompt, count),
                          "output_distribution": _fixed(output, count)},
-                "load": load | {"num_workers": 1, "worker_max_concurrency": 64, "request_timeout": 30,
+                "load": load | {"num_workers": 1, "worker_max_concurrency": 64, "request_timeout": REQUEST_TIMEOUT_S,
                                 "stage_teardown_grace_seconds": 10},
                 "server": {"type": "vllm", "model_name": model, "base_url": url, "ignore_eos": True},
                 "tokenizer": {"pretrained_model_name_or_path": str(self.tokenizer)},

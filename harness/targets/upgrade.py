@@ -89,7 +89,8 @@ class SimUpgrade:
         return time.time()
 
     def start(self) -> float:
-        return min(sim.start_release(self.api, pinned, with_crds=False, say=progress.say) for _, pinned in self._pairs())
+        return min(sim.start_release(self.api, pinned, with_crds=False, say=progress.say)
+                   for _, pinned in self._pairs())
 
     def upgraded_to(self) -> str:
         to = ", ".join(pinned.label for _, pinned in self._pairs())

@@ -3,8 +3,8 @@ highest offered rate at which every stage still meets the SLO (the knee), with t
 
 Each stage meets the SLO where its TTFT and inter-token p99 (order-statistic intervals over its requests) are
 within the profile's limits; a request that failed counts as answered at the request timeout (it missed every limit,
-as goodput counts it), so more than 1 % failed misses the SLO. The knee is the highest rate of the stages that all meet it from
-the lowest up: the interval runs from the highest rate every stage up to which met it whole, to the lowest rate of a
+as goodput counts it), so more than 1 % failed misses the SLO. The knee is the highest rate of the stages that all
+meet it from the lowest up: the interval runs from the highest rate every stage up to which met it whole, to the lowest rate of a
 stage that missed it whole (else the sweep's top stage, its saturation point: no higher rate is sustained).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from harness.core import estimate as est
 from harness.criteria import AT_LEAST, AT_MOST, Chart, Criterion, Threshold, register
-from harness.criteria.inference.latency import LoadReport
+from harness.criteria.inference.latency import REQUEST_TIMEOUT_S, LoadReport
 
 CRITERION = register(Criterion(
     "inference.capacity",
@@ -29,7 +29,6 @@ CRITERION = register(Criterion(
            "requests/s offered (Poisson)", "points"),)))
 
 SLO = (("ttft", "slo_ttft_p99_s"), ("itl", "slo_itl_p99_s"))
-REQUEST_TIMEOUT_S = 30.0  # the generator's: a failed request counts as answered then
 
 
 @dataclass(frozen=True)
@@ -61,15 +60,18 @@ def knee(stages: Sequence[Stage], limits: dict[str, float]) -> est.Estimate:
     if not ordered:
         return est.exact(0.0)
     verdicts = [s.verdict(limits)[0] for s in ordered]
-    point = low = 0.0
-    for stage, verdict in zip(ordered, verdicts):  # the point: stages not missed whole, from the lowest up
-        if verdict == est.FAIL:
-            break
-        point = stage.rate
-    for stage, verdict in zip(ordered, verdicts):  # the low end: stages met whole, from the lowest up
-        if verdict != est.PASS:
-            break
-        low = stage.rate
+
+    def highest(counts: tuple[str, ...]) -> float:
+        """The rate of the last stage of an unbroken run, from the lowest up, whose verdicts are in `counts`."""
+        rate = 0.0
+        for stage, verdict in zip(ordered, verdicts):
+            if verdict not in counts:
+                break
+            rate = stage.rate
+        return rate
+
+    point = highest((est.PASS, est.INCONCLUSIVE))  # stages not missed whole
+    low = highest((est.PASS,))  # stages met whole
     missed = [s.rate for s, v in zip(ordered, verdicts) if v == est.FAIL and s.rate > low]
     high = min(missed) if missed else ordered[-1].rate
     how = (f"from {len(ordered)} stages at {', '.join(f'{s.rate:g}' for s in ordered)} req/s: met whole up to "

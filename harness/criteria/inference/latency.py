@@ -22,6 +22,9 @@ CRITERION = register(Criterion(
     (Chart("latency", "latency percentiles (client)", "seconds", "percentile"),)))
 
 
+REQUEST_TIMEOUT_S = 30.0  # the load generator's per request: a request not answered by then failed
+
+
 @dataclass(frozen=True)
 class LoadReport:
     """What the load generator measured (one stage), in seconds."""
