@@ -43,7 +43,8 @@ class Estimate:
     low: float
     high: float
     how: str = "exact"                    # how the interval was made, in words for the record
-    # exact (not pooled) | percentile | binomial | duration | ratio | quotient | of:<statistic> | groups:<statistic>
+    # exact (not pooled) | percentile | binomial | difference | duration | ratio | quotient | of:<statistic> |
+    # groups:<statistic>
     kind: str = "exact"
     samples: tuple[float, ...] = field(default=(), repr=False)  # what it was made from, for pooling
     q: float = 0.0         # the percentile (percentile); trials (binomial); samples before (ratio)
@@ -198,6 +199,18 @@ def wilson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Estim
                     float(trials))
 
 
+def share_difference(successes_a: int, trials_a: int, successes_b: int, trials_b: int,
+                     confidence: float = CONFIDENCE) -> Estimate:
+    """Share a minus share b (successes of trials each), with Newcombe's interval from the two Wilson intervals."""
+    a, b = wilson(successes_a, trials_a, confidence), wilson(successes_b, trials_b, confidence)
+    value = a.value - b.value
+    low = value - math.hypot(a.value - a.low, b.high - b.value)
+    high = value + math.hypot(a.high - a.value, b.value - b.low)
+    return Estimate(value, low, high, f"{successes_a} of {trials_a} less {successes_b} of {trials_b}, "
+                    f"{confidence:.0%} Newcombe interval", "difference",
+                    (float(successes_a), float(trials_a), float(successes_b), float(trials_b)))
+
+
 def wilson_bounds(p: float, n: int, z: float) -> tuple[float, float]:
     """Pure: the Wilson score interval of share `p` over `n` trials at normal quantile `z`."""
     if n <= 0:
@@ -291,6 +304,8 @@ def pool(before: Estimate, now: Estimate) -> Estimate:
         joined = {g: before_groups[g] + now_groups[g] for g in weights}
         pooled = grouped(now.kind[7:], joined, weights, f"{now.kind[7:]} over the runs' windows, 95 % bootstrap over "
                          f"the jobs of each group ({', '.join(str(len(v)) for v in joined.values())})")
+    elif now.kind == "difference" and len(before.samples) == len(now.samples) == 4:
+        pooled = share_difference(*(int(x + y) for x, y in zip(before.samples, now.samples)))
     elif now.kind == "binomial":
         pooled = wilson(int(before.samples[0] + now.samples[0]) if before.samples and now.samples else 0,
                         int(before.q + now.q))

@@ -85,7 +85,7 @@ class LoadGenerator:
         """One fixed-rate stage of streaming completions: `rate` x `duration_s` requests, prompt and output of
         `tokens` words; goodput against `slo` (seconds: ttft, itl, request_latency)."""
         return self._config(url, model, {"type": "constant", "stages": [{"rate": rate, "duration": duration_s}]},
-                            tokens, slo, out)
+                            _random(tokens), slo, out)
 
     def sweep_config(self, url: str, model: str, sweep: Sweep, tokens: tuple[int, int], slo: dict[str, float],
                      out: Path) -> dict[str, Any]:
@@ -94,17 +94,21 @@ class LoadGenerator:
         # inference-perf sizes its prompts from the stages' requests, which a sweep makes only later (0.7: an
         # IndexError past the first): as many as the stages could send at up to the probe's count per second
         count = sweep.probe_requests * (1 + sweep.stages * sweep.stage_s)
-        return self._config(url, model, {"type": "poisson", "sweep": {
-            "type": "linear", "num_requests": sweep.probe_requests, "timeout": sweep.probe_timeout_s,
-            "num_stages": sweep.stages, "stage_duration": sweep.stage_s, "saturation_percentile": 95}},
-            tokens, slo, out, count)
+        return self._config(url, model, sweep.load(), _random(tokens, count), slo, out)
 
-    def _config(self, url: str, model: str, load: dict[str, Any], tokens: tuple[int, int], slo: dict[str, float],
-                out: Path, count: int | None = None) -> dict[str, Any]:
-        prompt, output = tokens
+    def shared_prefix_config(self, url: str, model: str, sweep: Sweep, prefixes: SharedPrefixes,
+                             slo: dict[str, float], out: Path) -> dict[str, Any]:
+        """The sweep with inference-perf's shared-prefix prompts: `prefixes.groups` system prompts, each followed by
+        questions of its own (the same prompts in the same order for the same seed)."""
+        return self._config(url, model, sweep.load(), {"type": "shared_prefix", "shared_prefix": {
+            "num_groups": prefixes.groups, "num_prompts_per_group": prefixes.prompts_per_group,
+            "system_prompt_len": prefixes.system_tokens, "question_len": prefixes.question_tokens,
+            "output_len": prefixes.output_tokens, "seed": prefixes.seed}}, slo, out)
+
+    def _config(self, url: str, model: str, load: dict[str, Any], data: dict[str, Any], slo: dict[str, float],
+                out: Path) -> dict[str, Any]:
         return {"api": {"type": "completion", "streaming": True},
-                "data": {"type": "random", "input_distribution": _fixed(prompt, count),
-                         "output_distribution": _fixed(output, count)},
+                "data": data,
                 "load": load | {"num_workers": 1, "worker_max_concurrency": 64, "request_timeout": REQUEST_TIMEOUT_S,
                                 "stage_teardown_grace_seconds": 10},
                 "server": {"type": "vllm", "model_name": model, "base_url": url, "ignore_eos": True},
@@ -153,6 +157,29 @@ class Sweep:
     stages: int
     stage_s: int
 
+    def load(self) -> dict[str, Any]:
+        return {"type": "poisson", "sweep": {
+            "type": "linear", "num_requests": self.probe_requests, "timeout": self.probe_timeout_s,
+            "num_stages": self.stages, "stage_duration": self.stage_s, "saturation_percentile": 95}}
+
+    @property
+    def timeout_s(self) -> float:
+        """What the whole sweep may take: the probe's timeout, each stage and its drain, inference-perf's start."""
+        return self.probe_timeout_s + self.stages * 30 + 60
+
+
+@dataclass(frozen=True)
+class SharedPrefixes:
+    """inference-perf's shared-prefix prompts: `groups` system prompts of `system_tokens`, each with
+    `prompts_per_group` questions of `question_tokens`; answers of `output_tokens`."""
+
+    groups: int
+    system_tokens: int
+    question_tokens: int
+    output_tokens: int
+    prompts_per_group: int
+    seed: int = 20261207
+
 
 def stage_reports(stages: list[dict[str, Any]], entries: list[dict[str, Any]]) -> list[tuple[float, LoadReport]]:
     """Pure: each stage's offered rate and report, with its requests' latencies as samples (the percentiles'
@@ -169,6 +196,12 @@ def stage_reports(stages: list[dict[str, Any]], entries: list[dict[str, Any]]) -
         rate = float((stage.get("load_summary") or {}).get("requested_rate") or 0.0)
         out.append((rate, report))
     return out
+
+
+def _random(tokens: tuple[int, int], count: int | None = None) -> dict[str, Any]:
+    """Random prompts of tokens[0] words, answers of tokens[1]."""
+    return {"type": "random", "input_distribution": _fixed(tokens[0], count),
+            "output_distribution": _fixed(tokens[1], count)}
 
 
 def _fixed(n: int, count: int | None = None) -> dict[str, Any]:

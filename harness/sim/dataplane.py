@@ -213,6 +213,10 @@ async def start_egress_proxy(path: str, sim_ns: str) -> asyncio.Server:
     return server
 
 
+def _route_of(spec: standin.ServerSpec) -> str:
+    return f"{spec.namespace}/{spec.prefix_route}" if spec.prefix_route else ""
+
+
 @dataclass
 class Serving:
     server: standin.ModelServer
@@ -239,6 +243,7 @@ class StandIns:
         self.core, self.ns, self.file_sd = core, ns, file_sd
         self.serving: dict[str, Serving] = {}
         self.dashboards: dict[str, Dashboard] = {}
+        self.routers: dict[str, standin.PrefixRouter] = {}  # by namespace/route: the servers' prefix-aware routes
         self._write_targets()
 
     async def on_event(self, kind: str, pod: Any) -> None:
@@ -317,6 +322,10 @@ class StandIns:
 
     async def _start(self, key: str, pod: Any, spec: standin.ServerSpec) -> None:
         server = standin.ModelServer(spec)
+        if spec.prefix_route:  # a request it receives goes to the replica the route picks among those Ready
+            route = _route_of(spec)
+            router = self.routers.setdefault(route, standin.PrefixRouter())
+            server.route = lambda words: router.pick(self._replicas(route) or [server], words)
         try:
             on_pod = listening_socket(self.ns, pod.status.pod_ip, spec.port)
         except OSError as exc:
@@ -331,6 +340,9 @@ class StandIns:
         log.info("%s: serving %s on %s:%d (metrics on 127.0.0.1:%d), version %s", key, spec.model,
                  pod.status.pod_ip, spec.port, port, spec.version)
         asyncio.create_task(self._mark_ready_when_healthy(key, pod, port))
+
+    def _replicas(self, route: str) -> list[standin.ModelServer]:
+        return [s.server for s in self.serving.values() if s.ready and _route_of(s.server.spec) == route]
 
     async def _mark_ready_when_healthy(self, key: str, pod: Any, port: int) -> None:
         started = time.monotonic()
@@ -353,6 +365,9 @@ class StandIns:
     async def _stop(self, key: str) -> None:
         serving = self.serving.pop(key)
         serving.server.close()  # keep-alive connections too: a deleted pod answers nothing
+        route = _route_of(serving.server.spec)
+        if route and not any(_route_of(s.server.spec) == route for s in self.serving.values()):
+            self.routers.pop(route, None)
         for listener in serving.listeners:
             listener.close()
         self._write_targets()

@@ -30,8 +30,9 @@ from typing import Any, TypeVar
 PREFIX = "sim.gpupoc.io/"
 SERVES, MODEL, VERSION, PORT = (PREFIX + k for k in ("model-server", "model", "version", "model-port"))
 LOAD_TIME, TTFT, TTFT_PER_TOKEN, ITL = (PREFIX + k for k in ("load-time", "ttft", "ttft-per-prompt-token", "itl"))
-MAX_NUM_SEQS, SLOWDOWN, ERROR_RATE, OUTPUT_TOKENS, PREFIX_CACHE_TOKENS = (
-    PREFIX + k for k in ("max-num-seqs", "slowdown", "error-rate", "output-tokens", "prefix-cache-tokens"))
+MAX_NUM_SEQS, SLOWDOWN, ERROR_RATE, OUTPUT_TOKENS, PREFIX_CACHE_TOKENS, PREFIX_ROUTE = (
+    PREFIX + k for k in ("max-num-seqs", "slowdown", "error-rate", "output-tokens", "prefix-cache-tokens",
+                         "prefix-route"))
 BLOCK_TOKENS = 16  # vLLM's default KV-cache block size: a prefix is cached and found in whole blocks
 
 # vLLM's bucket bounds; queue time uses the e2e bounds, as vLLM does.
@@ -78,6 +79,7 @@ class ServerSpec:
     error_rate: float = 0.0
     default_output_tokens: int = 32
     prefix_cache_tokens: int = 0  # the prefix cache's size in tokens; 0: no prefix caching
+    prefix_route: str = ""  # the prefix-aware route the replicas naming it share (PrefixRouter); "": none
 
     @property
     def pod_ref(self) -> str:
@@ -120,6 +122,7 @@ def spec_from_pod(name: str, namespace: str, annotations: Mapping[str, str], lab
         error_rate=get(ERROR_RATE, float, lambda v: 0 <= v <= 1, "a probability 0-1", 0.0),
         default_output_tokens=get(OUTPUT_TOKENS, int, lambda v: v >= 1, "an integer >= 1", 32),
         prefix_cache_tokens=get(PREFIX_CACHE_TOKENS, int, lambda v: v >= 0, "an integer >= 0 (0: off)", 0),
+        prefix_route=get(PREFIX_ROUTE, str, text, "a non-empty route name", ""),
     )
 
 
@@ -136,6 +139,15 @@ class Histogram:
         self.count += 1
 
 
+def block_keys(words: list[str]) -> list[int]:
+    """The prompt's whole blocks of BLOCK_TOKENS tokens, each named by its tokens and every block before it."""
+    keys, parent = [], 0
+    for start in range(0, len(words) - len(words) % BLOCK_TOKENS, BLOCK_TOKENS):
+        parent = hash((parent, *words[start:start + BLOCK_TOKENS]))
+        keys.append(parent)
+    return keys
+
+
 class PrefixCache:
     """vLLM's automatic prefix caching, as far as time to first token depends on it: a prompt's KV blocks of
     BLOCK_TOKENS tokens, each named by its tokens and every block before it, kept up to `capacity_tokens` and evicted
@@ -149,10 +161,7 @@ class PrefixCache:
 
     def lookup(self, words: list[str]) -> int:
         """The prompt's tokens found cached; its whole blocks are cached from now on."""
-        keys, parent = [], 0
-        for start in range(0, len(words) - len(words) % BLOCK_TOKENS, BLOCK_TOKENS):
-            parent = hash((parent, *words[start:start + BLOCK_TOKENS]))
-            keys.append(parent)
+        keys = block_keys(words)
         found = 0
         for key in keys:
             if key not in self._blocks:
@@ -167,6 +176,41 @@ class PrefixCache:
         self.queries += len(words)
         self.hits += hit
         return hit
+
+
+class PrefixRouter:
+    """A prefix-aware route over the replicas that share it, in the manner of the Gateway API Inference Extension's
+    endpoint picker (its prefix-cache scorer): it remembers which replica it sent each prompt block to (up to
+    `capacity_blocks`, least recently used first out) and sends a prompt to the replica it sent the longest run of the
+    prompt's leading blocks; a prompt it has not seen goes to the replica it has sent the fewest blocks, then the
+    least loaded. Simulated: the sim's stand-in for an endpoint picker, which needs Envoy to run."""
+
+    def __init__(self, capacity_blocks: int = 1 << 16) -> None:
+        self.capacity_blocks = capacity_blocks
+        self._owner: OrderedDict[int, str] = OrderedDict()
+        self._owned: dict[str, int] = {}
+
+    def pick(self, servers: list[ModelServer], words: list[str]) -> ModelServer:
+        by_ref = {s.spec.pod_ref: s for s in servers}
+        keys, chosen = block_keys(words), None
+        for key in keys:
+            owner = by_ref.get(self._owner.get(key, ""))
+            if owner is None:
+                break
+            chosen = owner
+        if chosen is None:
+            chosen = min(servers, key=lambda s: (self._owned.get(s.spec.pod_ref, 0), s.running + s.waiting))
+        ref = chosen.spec.pod_ref
+        for key in keys:
+            before = self._owner.pop(key, None)
+            if before is not None:
+                self._owned[before] -= 1
+            self._owner[key] = ref
+            self._owned[ref] = self._owned.get(ref, 0) + 1
+        while len(self._owner) > self.capacity_blocks:
+            _, gone = self._owner.popitem(last=False)
+            self._owned[gone] -= 1
+        return chosen
 
 
 class BadRequest(Exception):
@@ -225,6 +269,8 @@ class ModelServer:
         self._connections: set[asyncio.StreamWriter] = set()
         self._closed = False
         self._cache = PrefixCache(spec.prefix_cache_tokens) if spec.prefix_cache_tokens else None
+        # the prefix-aware route's choice of replica for a prompt (the data plane's, for servers with a prefix_route)
+        self.route: Callable[[list[str]], ModelServer] | None = None
 
     @property
     def loaded(self) -> bool:
@@ -300,6 +346,12 @@ class ModelServer:
         if params.model is not None and params.model != self.spec.model:
             await self._error(writer, 404, f"The model `{params.model}` does not exist.", keep_alive)
             return keep_alive
+        server = self.route(params.prompt) if self.route is not None else self
+        return await server._serve(params, req, writer, keep_alive, chat, gone, arrival)
+
+    async def _serve(self, params: _Completion, req: Request, writer: asyncio.StreamWriter, keep_alive: bool,
+                     chat: bool, gone: Callable[[], bool], arrival: float) -> bool:
+        """Generate the completion on this server (the one the request reached, or the one its route chose)."""
         if not await self._acquire(gone):
             self._aborted += 1
             return False  # the client left while its request waited: vLLM aborts it, so does the stand-in

@@ -55,7 +55,7 @@ def capacity_run(backend: Backend, workloads: Workloads, profile: Profile, targe
     config = generator.sweep_config(url, service.model, sweep, TOKENS, slo, work)
     started = time.time()
     stages = [Stage(rate, report) for rate, report in
-              generator.run_stages(traffic, config, work, timeout_s=sweep.probe_timeout_s + sweep.stages * 30 + 60)]
+              generator.run_stages(traffic, config, work, timeout_s=sweep.timeout_s)]
     simulated = ", ".join(f"{k}={v}" for k, v in server.items()) if target.features.runs_sim_workloads else ""
     ev.note(f"inference-perf's sweep: a burst of {sweep.probe_requests} requests found the saturation point, then "
             f"{len(stages)} Poisson stages of {sweep.stage_s} s up to it; {TOKENS[0]} prompt / {TOKENS[1]} output "

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from harness.backends import Backend
-from harness.criteria.inference import (canary_release, capacity, cold_start, latency, rolling_release,
-                                        service_discovery)
+from harness.criteria.inference import (canary_release, capacity, cold_start, latency, prefix_routing,
+                                        rolling_release, service_discovery)
 from harness.core.errors import CriterionViolation
 from harness.run.outcomes import load_expected, unexpected
 from harness.serving.availability_probe import refuse_reason
@@ -39,9 +39,11 @@ CRITERIA = ("inference.cold_start", "inference.elasticity", "inference.autoscali
 def test_each_inference_criterion_on_kube_scheduler(tmp_path: Path, sim_api: client.ApiClient,
                                                     restricted_serving_namespaces: None) -> None:
     """Every serving pod meets Pod Security's restricted level: the tenants' serving namespaces enforce it."""
-    # capacity's sweep (a minute of load) runs once, in its sensitivity test (test_inference_sensitivity.py)
+    # capacity's sweep (a minute of load) and prefix routing's two run once each, in their sensitivity tests
+    # (test_inference_sensitivity.py)
     result = suite("suites/inference", "--backends=default", "--run-id=inference", f"--reports-dir={tmp_path}",
-                   "--deselect=suites/inference/test_capacity.py::test_capacity[default]")
+                   "--deselect=suites/inference/test_capacity.py::test_capacity[default]",
+                   "--deselect=suites/inference/test_prefix_routing.py::test_prefix_routing[default]")
     record = load_record(tmp_path / "inference" / "record.json")
     outcomes = [(r.criterion, r.backend, r.outcome) for r in record.results]
     assert not unexpected(outcomes, load_expected()), "\n".join(
@@ -67,7 +69,8 @@ def test_the_probe_runs_inside_the_sims_namespace_and_refuses_pod_addresses_from
 
 def evidence_of(criterion_id: str, backend: Backend, profile: Profile) -> Evidence:
     criteria = {c.id: c for c in (cold_start.CRITERION, rolling_release.CRITERION, canary_release.CRITERION,
-                                  service_discovery.CRITERION, latency.CRITERION, capacity.CRITERION)}
+                                  service_discovery.CRITERION, latency.CRITERION, capacity.CRITERION,
+                                  prefix_routing.CRITERION)}
     return Evidence.of(criteria[criterion_id], backend.name, profile.thresholds[criterion_id])
 
 

@@ -1,7 +1,8 @@
 """The inference criteria's FAILs that do not move with the host's load (tests/conftest.py: HEAVY_FILES keeps the
 latency case's PASS, tests/suites/test_inference.py, apart from kind's bring-up): a server that runs one sequence at a
 time queues every request past the TTFT SLO, servers of a quarter of the sequences bring the capacity's knee below
-the required rate, and an autoscaler whose metric query matches nothing never scales."""
+the required rate, an autoscaler whose metric query matches nothing never scales, and model servers that cache no
+prefix give a prefix-aware route nothing to win."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from harness.backends import Backend
 from harness.cluster.prometheus import Prometheus
 from harness.config.profile import Profile
 from harness.core.errors import CriterionViolation
-from harness.criteria.inference import capacity, elasticity, latency
+from harness.criteria.inference import capacity, elasticity, latency, prefix_routing
 from harness.jobs.kubernetes import Workloads
 from harness.record.evidence import Evidence
 from harness.targets.target import Target
+from harness.serving.loadgen import Sweep
 from suites.inference.test_capacity import capacity_run
 from suites.inference.test_elasticity import autoscale_run
 from suites.inference.test_latency import latency_run
+from suites.inference.test_prefix_routing import routing_run
 from tests.suites.test_inference import evidence_of
 
 
@@ -59,3 +62,16 @@ def test_capacity_falls_below_the_required_rate_with_a_quarter_of_the_sequences(
                                                  r"\(wanted >= 3 req/s\)"):
         capacity_run(backend, workloads, queue_model, target, ev, tmp_path, standin={"max-num-seqs": "1"})
     assert any(row["SLO"] == "FAIL" for row in ev.tables["sweep stages (inference-perf)"]), ev.tables
+
+
+@pytest.mark.parametrize("backend", ["default"], indirect=True)
+def test_prefix_routing_fails_when_the_model_servers_cache_no_prefix(
+        target: Target, backend: Backend, workloads: Workloads, queue_model: Profile, prometheus: Prometheus,
+        tmp_path: Path) -> None:
+    """Model servers without prefix caching (vLLM before V1 by default, or `--no-enable-prefix-caching`): the
+    prefix-aware route finds nothing cached either, and the gain is 0 against the required 0.25. A short sweep:
+    no hit at all decides it (0 of 100 requests: a Wilson interval up to 0.04)."""
+    ev = evidence_of(prefix_routing.CRITERION.id, backend, queue_model)
+    with pytest.raises(CriterionViolation, match=r"min_hit_rate_gain: 0 \[-?[\d.]+, [\d.]+\] \(wanted >= 0\.25\)"):
+        routing_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path,
+                    standin={"prefix-cache-tokens": "0"}, sweep=Sweep(40, 30, 2, 3))

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from harness.sim.standin import (BLOCK_TOKENS, ModelServer, PrefixCache, ServerSpec, parse_duration, serves,
-                                   spec_from_pod)
+from harness.sim.standin import (BLOCK_TOKENS, ModelServer, PrefixCache, PrefixRouter, ServerSpec, parse_duration,
+                                   serves, spec_from_pod)
 
 FAST = {"sim.gpupoc.io/model-server": "true", "sim.gpupoc.io/load-time": "0", "sim.gpupoc.io/ttft": "20ms",
         "sim.gpupoc.io/itl": "2ms", "sim.gpupoc.io/output-tokens": "4"}
@@ -487,5 +487,42 @@ def test_a_cached_prefix_shortens_time_to_first_token_and_is_counted() -> None:
             metrics = samples((await client.request("GET", "/metrics")).body.decode())
             assert metrics["vllm:prefix_cache_queries_total"] == 2 * 4 * BLOCK_TOKENS
             assert metrics["vllm:prefix_cache_hits_total"] == 4 * BLOCK_TOKENS - 1
+
+    run(main())
+
+
+# --- the prefix-aware route (the sim's stand-in for an endpoint picker) ---
+
+def replica(name: str) -> ModelServer:
+    return ModelServer(spec_from_pod(name, "serving", FAST | {"sim.gpupoc.io/prefix-route": "llm"}, {}))
+
+
+def test_a_prefix_route_keeps_each_prefix_on_one_replica_and_spreads_new_ones() -> None:
+    router, servers = PrefixRouter(), [replica("llm-0"), replica("llm-1")]
+    groups = [[f"g{g}-{i}" for i in range(2 * BLOCK_TOKENS)] for g in range(4)]
+    first = [router.pick(servers, system + ["q"]) for system in groups]
+    assert [s.spec.pod for s in first] == ["llm-0", "llm-1", "llm-0", "llm-1"]  # the one sent fewest blocks
+    again = [router.pick(servers, system + [f"other-{n}"] * 5) for n, system in enumerate(groups)]
+    assert again == first  # a prefix comes back to the replica that was sent it
+    assert router.pick(servers[1:], groups[0]) is servers[1]  # its replica gone: one of those left
+    assert spec_from_pod("a", "b", {"sim.gpupoc.io/prefix-route": "llm"}, {}).prefix_route == "llm"
+
+
+def test_a_request_on_a_routed_replica_is_served_by_the_replica_its_route_picks() -> None:
+    receiving, chosen = replica("llm-0"), replica("llm-1")
+    receiving.route = lambda words: chosen
+
+    async def main() -> None:
+        async with serving(receiving) as connect:
+            response = await (await connect()).request("POST", "/v1/completions",
+                                                       {"prompt": "a b c", "max_tokens": 2, "stream": True})
+            assert response.status == 200
+            assert json.loads(response.events()[0])["served_by"]["pod"] == "serving/llm-1"
+        def generated(server: ModelServer) -> float:
+            found = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", server.metrics_text(), re.M)
+            assert found
+            return float(found[1])
+
+        assert (generated(chosen), generated(receiving)) == (2, 0)
 
     run(main())
