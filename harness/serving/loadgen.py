@@ -12,6 +12,7 @@ import dataclasses
 import fcntl
 import glob
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -84,8 +85,7 @@ class LoadGenerator:
                slo: dict[str, float], out: Path) -> dict[str, Any]:
         """One fixed-rate stage of streaming completions: `rate` x `duration_s` requests, prompt and output of
         `tokens` words; goodput against `slo` (seconds: ttft, itl, request_latency)."""
-        return self._config(url, model, {"type": "constant", "stages": [{"rate": rate, "duration": duration_s}]},
-                            _random(tokens), slo, out)
+        return self._config(url, model, constant(rate, duration_s), _random(tokens), slo, out)
 
     def sweep_config(self, url: str, model: str, sweep: Sweep, tokens: tuple[int, int], slo: dict[str, float],
                      out: Path) -> dict[str, Any]:
@@ -96,11 +96,12 @@ class LoadGenerator:
         count = sweep.probe_requests * (1 + sweep.stages * sweep.stage_s)
         return self._config(url, model, sweep.load(), _random(tokens, count), slo, out)
 
-    def shared_prefix_config(self, url: str, model: str, sweep: Sweep, prefixes: SharedPrefixes,
+    def shared_prefix_config(self, url: str, model: str, load: dict[str, Any], prefixes: SharedPrefixes,
                              slo: dict[str, float], out: Path) -> dict[str, Any]:
-        """The sweep with inference-perf's shared-prefix prompts: `prefixes.groups` system prompts, each followed by
-        questions of its own (the same prompts in the same order for the same seed)."""
-        return self._config(url, model, sweep.load(), {"type": "shared_prefix", "shared_prefix": {
+        """`load` (a Sweep's, or `constant`) with inference-perf's shared-prefix prompts: `prefixes.groups` system
+        prompts, each followed by questions of its own, shuffled once by the seed. Each stage sends them from the
+        first (inference-perf 0.7 restarts its data at every stage), cycling past the last."""
+        return self._config(url, model, load, {"type": "shared_prefix", "shared_prefix": {
             "num_groups": prefixes.groups, "num_prompts_per_group": prefixes.prompts_per_group,
             "system_prompt_len": prefixes.system_tokens, "question_len": prefixes.question_tokens,
             "output_len": prefixes.output_tokens, "seed": prefixes.seed}}, slo, out)
@@ -179,6 +180,20 @@ class SharedPrefixes:
     output_tokens: int
     prompts_per_group: int
     seed: int = 20261207
+
+    @property
+    def prompts(self) -> int:
+        return self.groups * self.prompts_per_group
+
+    def each_once(self, rate: float) -> dict[str, Any]:
+        """One constant stage at about `rate` that sends every prompt exactly once."""
+        duration = max(1, math.ceil(self.prompts / rate))
+        return constant((self.prompts + 0.5) / duration, duration)  # int(rate * duration) == prompts
+
+
+def constant(rate: float, duration_s: float) -> dict[str, Any]:
+    """inference-perf's constant-rate load: one stage of `rate` requests/s for `duration_s`."""
+    return {"type": "constant", "stages": [{"rate": rate, "duration": duration_s}]}
 
 
 def stage_reports(stages: list[dict[str, Any]], entries: list[dict[str, Any]]) -> list[tuple[float, LoadReport]]:

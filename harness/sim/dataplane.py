@@ -258,6 +258,8 @@ class StandIns:
                 log.info("%s: its IP changed from %s to %s: serving it there", key, current.ip, pod.status.pod_ip)
             await self._stop(key)
             current = None
+        if current is not None and pod.metadata.deletion_timestamp:
+            current.ready = False  # draining: its Service has dropped it, and so does a prefix-aware route
         if kind == "DELETED" or current is not None or not standin.serves(annotations):
             return
         if pod.status.phase != "Running" or not pod.status.pod_ip or pod.metadata.deletion_timestamp:
@@ -322,15 +324,15 @@ class StandIns:
 
     async def _start(self, key: str, pod: Any, spec: standin.ServerSpec) -> None:
         server = standin.ModelServer(spec)
-        if spec.prefix_route:  # a request it receives goes to the replica the route picks among those Ready
-            route = _route_of(spec)
-            router = self.routers.setdefault(route, standin.PrefixRouter())
-            server.route = lambda words: router.pick(self._replicas(route) or [server], words)
         try:
             on_pod = listening_socket(self.ns, pod.status.pod_ip, spec.port)
         except OSError as exc:
             log.warning("%s: cannot listen on %s:%d in %s: %s", key, pod.status.pod_ip, spec.port, self.ns, exc)
             return
+        if spec.prefix_route:  # a request it receives goes to the replica the route picks among those Ready
+            route = _route_of(spec)
+            router = self.routers.setdefault(route, standin.PrefixRouter())
+            server.route = lambda words: router.pick(self._replicas(route) or [server], words)
         on_host = listening_socket(HOST, "127.0.0.1", 0)
         port = on_host.getsockname()[1]
         listeners = [await asyncio.start_server(server.handle, sock=s) for s in (on_pod, on_host)]
@@ -366,8 +368,10 @@ class StandIns:
         serving = self.serving.pop(key)
         serving.server.close()  # keep-alive connections too: a deleted pod answers nothing
         route = _route_of(serving.server.spec)
-        if route and not any(_route_of(s.server.spec) == route for s in self.serving.values()):
-            self.routers.pop(route, None)
+        if route in self.routers:
+            self.routers[route].forget(serving.server.spec.pod_ref)
+            if not any(_route_of(s.server.spec) == route for s in self.serving.values()):
+                del self.routers[route]
         for listener in serving.listeners:
             listener.close()
         self._write_targets()

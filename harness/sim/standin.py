@@ -168,7 +168,7 @@ class PrefixCache:
                 break
             found += 1
         hit = min(found * BLOCK_TOKENS, max(len(words) - 1, 0))
-        for key in keys:
+        for key in reversed(keys):  # the leading block used last: evicted last, as vLLM frees a prompt's tail first
             self._blocks[key] = None
             self._blocks.move_to_end(key)
         while len(self._blocks) > self.capacity_blocks:
@@ -201,16 +201,21 @@ class PrefixRouter:
         if chosen is None:
             chosen = min(servers, key=lambda s: (self._owned.get(s.spec.pod_ref, 0), s.running + s.waiting))
         ref = chosen.spec.pod_ref
-        for key in keys:
-            before = self._owner.pop(key, None)
-            if before is not None:
-                self._owned[before] -= 1
+        for key in reversed(keys):  # the leading block remembered longest, as the prefix cache keeps it
+            self._disown(self._owner.pop(key, None))
             self._owner[key] = ref
             self._owned[ref] = self._owned.get(ref, 0) + 1
         while len(self._owner) > self.capacity_blocks:
-            _, gone = self._owner.popitem(last=False)
-            self._owned[gone] -= 1
+            self._disown(self._owner.popitem(last=False)[1])
         return chosen
+
+    def forget(self, ref: str) -> None:
+        """A replica gone: it counts no blocks (what it was sent stays remembered until overwritten or evicted)."""
+        self._owned.pop(ref, None)
+
+    def _disown(self, ref: str | None) -> None:
+        if ref in self._owned:
+            self._owned[ref] -= 1
 
 
 class BadRequest(Exception):
@@ -347,7 +352,16 @@ class ModelServer:
             await self._error(writer, 404, f"The model `{params.model}` does not exist.", keep_alive)
             return keep_alive
         server = self.route(params.prompt) if self.route is not None else self
-        return await server._serve(params, req, writer, keep_alive, chat, gone, arrival)
+        if server is self:
+            return await self._serve(params, req, writer, keep_alive, chat, gone, arrival)
+        if server._closed:
+            await self._error(writer, 503, f"{server.spec.pod_ref} is stopping", keep_alive)
+            return keep_alive
+        server._connections.add(writer)  # the connection is the chosen server's while it serves: its close aborts it
+        try:
+            return await server._serve(params, req, writer, keep_alive, chat, gone, arrival)
+        finally:
+            server._connections.discard(writer)
 
     async def _serve(self, params: _Completion, req: Request, writer: asyncio.StreamWriter, keep_alive: bool,
                      chat: bool, gone: Callable[[], bool], arrival: float) -> bool:

@@ -152,5 +152,10 @@ def route_url(workloads: Workloads, traffic: Traffic, backend: Backend, service:
     return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
 
 
+def servers_selector(service: ModelService) -> str:
+    """The PromQL label matchers of the service's model servers' series (the pods of its Deployment)."""
+    return f'namespace="{service.namespace}",pod=~"{service.name}-.*"'
+
+
 def probe_file(tmp_path: Path, name: str) -> Path:
     return tmp_path / f"{name}.jsonl"

@@ -25,7 +25,8 @@ from harness.jobs.service import ModelService
 from harness.targets.target import Target
 from harness.cluster.wait import poll
 from harness.jobs.kubernetes import Workloads
-from suites.inference.common import SERVED_MODEL, deploy, require, traffic_for, wait_ready, wait_served
+from suites.inference.common import (SERVED_MODEL, deploy, require, servers_selector, traffic_for, wait_ready,
+                                     wait_served)
 
 # 200 requests of 32 prompt and 32 output tokens: with none failing, the 95 % Wilson interval of the error rate is
 # [0, 0.019], which decides the sim profile's 2 % (1 % takes 400: 3.84 / 403.84; 80 decided neither). At 20/s the
@@ -103,7 +104,7 @@ def record_report(ev: Evidence, report: LoadReport) -> None:
 
 def server_mean_ttft(prometheus: Prometheus, service: ModelService, requests: int) -> float | None:
     """The model servers' own mean TTFT over the run: their histogram's sum / count (fresh pods: only this run)."""
-    selector = f'namespace="{service.namespace}",pod=~"{service.name}-.*"'
+    selector = servers_selector(service)
 
     def read() -> tuple[float, float]:
         count = prometheus.instant(f"sum(vllm:time_to_first_token_seconds_count{{{selector}}})")

@@ -4,8 +4,10 @@ the same prompts in the same order, each on fresh replicas.
 
 Decided by the hit-rate gain: the prefix-aware route's share of prompt tokens found in the model servers' prefix
 caches (vLLM's `prefix_cache_hits` over `prefix_cache_queries`, summed over the replicas) less the plain Service's,
-with Newcombe's interval; each request one trial (its prefix is found or not as a whole). What the gain wins is
-measured both ways and shown, not decided: TTFT p99 per stage, and the capacity at the SLO (capacity's knee).
+over a run that sends every prompt once. Its interval is Newcombe's, with the token share carried onto the requests
+served as if they were independent trials (an approximation: a request's prefix is found or not as a whole, and the
+requests of one prefix depend on each other). What the gain wins is measured both ways and shown, not decided:
+TTFT p99 in that run, and per stage of a sweep the capacity at the SLO (capacity's knee).
 """
 
 from __future__ import annotations
@@ -28,33 +30,32 @@ CRITERION = register(Criterion(
 
 @dataclass(frozen=True)
 class Route:
-    """One way to the replicas and what it measured: the servers' prefix-cache counters over the sweep (tokens) and
-    the requests they served, and the sweep's stages."""
+    """One way to the replicas and what it measured: over the run that sends every prompt once (`once`), the servers'
+    prefix-cache counters (tokens) and the requests they served; then the sweep's stages."""
 
     name: str
     hits: float
     queries: float
     requests: int
-    stages: tuple[Stage, ...]
+    once: Stage
+    stages: tuple[Stage, ...] = ()
 
     @property
     def hit_rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
 
     def trials(self) -> tuple[int, int]:
-        """(requests whose prefix was found, requests): the token share carried onto the requests."""
+        """(requests, requests served): the token share carried onto the requests served."""
         return round(self.hit_rate * self.requests), self.requests
 
     def describe(self, limits: dict[str, float]) -> dict[str, object]:
         """Its row in the record's table."""
         found, served = self.trials()
-        rate = est.wilson(found, served).rounded(3)
-        answered = [s for s in self.stages if s.report.samples.get("ttft")]
-        ttft = est.percentile([t for s in answered for t in s.report.samples["ttft"]], 0.99).rounded(3) \
-            if answered else None
-        return {"route": self.name, "prefix-cache hit rate": rate.describe(), "requests served": served,
-                "TTFT p99 over the stages (s)": ttft.describe() if ttft else "none answered",
-                "capacity at the SLO (req/s)": knee(self.stages, limits).rounded(2).describe()}
+        return {"route": self.name, "prefix-cache hit rate": est.wilson(found, served).rounded(3).describe(),
+                "requests served": served, f"TTFT p99 at {self.once.rate:g} req/s (s)":
+                    self.once.p99("ttft").rounded(3).describe(),
+                "capacity at the SLO (req/s)": knee(self.stages, limits).rounded(2).describe() if self.stages
+                else "not swept"}
 
 
 def hit_rate_gain(aware: Route, plain: Route) -> est.Estimate:

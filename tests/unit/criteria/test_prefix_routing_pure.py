@@ -4,13 +4,16 @@ same threshold, and repeated runs pooled. Pure."""
 from __future__ import annotations
 
 from harness.core import estimate as est
+from harness.criteria.inference.capacity import Stage
+from harness.criteria.inference.latency import LoadReport
 from harness.criteria.inference.prefix_routing import Route, hit_rate_gain
 
 THRESHOLD = 0.25  # the profiles' min_hit_rate_gain
 
 
 def route(name: str, hits: float, queries: float, requests: int) -> Route:
-    return Route(name, hits, queries, requests, ())
+    once = LoadReport(requests, requests, 0, {}, {}, {}, 0.0, 12.0, requests, {"ttft": (0.1,) * requests})
+    return Route(name, hits, queries, requests, Stage(12.0, once))
 
 
 def test_the_gain_is_the_difference_of_the_token_shares_carried_onto_the_requests() -> None:
@@ -36,3 +39,9 @@ def test_repeated_runs_pool_their_counts() -> None:
     assert pooled.width < one.width and pooled.kind == "difference"
     assert est.from_record({"measured": pooled.value, "low": pooled.low, "high": pooled.high,
                             "pool": est.kept(pooled)}) is not None
+
+
+def test_the_records_row_gives_the_hit_rate_and_ttft_of_the_run_that_decides() -> None:
+    row = route("aware", 84_400, 100_000, 340).describe({"slo_ttft_p99_s": 0.5, "slo_itl_p99_s": 0.2})
+    assert row["prefix-cache hit rate"].startswith("0.844 [") and row["TTFT p99 at 12 req/s (s)"] == "0.1"
+    assert row["capacity at the SLO (req/s)"] == "not swept"

@@ -465,6 +465,10 @@ def test_prefix_cache_finds_leading_whole_blocks_and_evicts_the_least_recently_u
     cache.lookup(other)  # 3 more blocks: the cache holds 4, the system prompt's were used least recently
     assert cache.lookup(system) == 0
     assert (cache.queries, cache.hits) == (5 * len(system) + 2 * 5 + 1 + len(other), 4 * BLOCK_TOKENS - 1)
+    tail = PrefixCache(capacity_tokens=2 * BLOCK_TOKENS)  # a prompt's tail is evicted first, as vLLM frees it
+    tail.lookup(system)
+    tail.lookup(other[:BLOCK_TOKENS])
+    assert tail.lookup(system) == BLOCK_TOKENS
 
 
 def test_a_cached_prefix_shortens_time_to_first_token_and_is_counted() -> None:
@@ -505,6 +509,10 @@ def test_a_prefix_route_keeps_each_prefix_on_one_replica_and_spreads_new_ones() 
     again = [router.pick(servers, system + [f"other-{n}"] * 5) for n, system in enumerate(groups)]
     assert again == first  # a prefix comes back to the replica that was sent it
     assert router.pick(servers[1:], groups[0]) is servers[1]  # its replica gone: one of those left
+    small = PrefixRouter(capacity_blocks=2)  # it forgets a prompt's tail first: its leading block still routes it
+    owner = small.pick(servers, groups[3])
+    small.pick([s for s in servers if s is not owner], groups[2])
+    assert small.pick(servers, groups[3]) is owner
     assert spec_from_pod("a", "b", {"sim.gpupoc.io/prefix-route": "llm"}, {}).prefix_route == "llm"
 
 
