@@ -114,8 +114,8 @@ def routing_run(backend: Backend, workloads: Workloads, profile: Profile, target
                                         for s in sorted(route.stages, key=lambda s: s.rate)] for route in routes}
     plain_route, aware_route = routes
     if min(plain_route.requests, aware_route.requests) == 0:
-        ev.not_checked("min_hit_rate_gain", "the model servers' prefix-cache counters did not count the sweep's "
-                       f"requests within {SCRAPE_WAIT_S:.0f} s of its end")
+        ev.not_checked("min_hit_rate_gain", "the model servers' prefix-cache counters were not scraped after the "
+                       f"deciding run within {SCRAPE_WAIT_S:.0f} s of its end")
     else:
         ev.expect("min_hit_rate_gain", hit_rate_gain(aware_route, plain_route).rounded(3))
     ev.verdict()
