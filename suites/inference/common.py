@@ -152,6 +152,11 @@ def route_url(workloads: Workloads, traffic: Traffic, backend: Backend, service:
     return traffic.service_url(workloads.api, service.namespace, route.service, route.port)
 
 
+def standin_server(profile: Profile, changes: dict[str, str] | None = None) -> dict[str, str]:
+    """The sim's stand-in settings for a load case: the profile's `inference.standin`, a 1 s load, and `changes`."""
+    return {"load-time": "1s", **profile.standin, **(changes or {})}
+
+
 def servers_selector(service: ModelService) -> str:
     """The PromQL label matchers of the service's model servers' series (the pods of its Deployment)."""
     return f'namespace="{service.namespace}",pod=~"{service.name}-.*"'

@@ -22,13 +22,14 @@ import pytest
 
 from harness.backends import Backend
 from harness.config.profile import Profile
-from harness.criteria.inference.capacity import CRITERION, Stage, knee
+from harness.criteria.inference.capacity import CRITERION, Stage, knee, slo_of
 from harness.jobs.kubernetes import Workloads
 from harness.record.evidence import Evidence
 from harness.serving import loadgen
 from harness.serving.loadgen import Sweep
 from harness.targets.target import Target
-from suites.inference.common import SERVED_MODEL, deploy, require, traffic_for, wait_ready, wait_served
+from suites.inference.common import (SERVED_MODEL, deploy, require, standin_server, traffic_for, wait_ready,
+                                     wait_served)
 
 # The probe's burst (80 requests in 5 s, about twice what two stand-ins of 4 sequences sustain) builds the queue whose
 # drain gives the saturation point: it must drain within the probe's timeout, or its leftovers load the first stage (a
@@ -45,12 +46,12 @@ def capacity_run(backend: Backend, workloads: Workloads, profile: Profile, targe
     traffic = traffic_for(target, profile)
     generator = loadgen.required()
     limits = profile.thresholds[CRITERION.id]
-    server = {"load-time": "1s", **profile.standin, **(standin or {})}
+    server = standin_server(profile, standin)
     service = workloads.service("llm-capacity", profile.tenants[0], replicas=REPLICAS, server=server)
     deploy(workloads, backend, service)
     wait_ready(workloads, service, service.replicas, profile.timeouts.admit)
     url = wait_served(workloads, traffic, backend, service, profile.timeouts.admit)
-    slo = {"ttft": limits["slo_ttft_p99_s"], "itl": limits["slo_itl_p99_s"]}
+    slo = slo_of(limits)
     work = tmp_path / "sweep"
     config = generator.sweep_config(url, service.model, sweep, TOKENS, slo, work)
     started = time.time()

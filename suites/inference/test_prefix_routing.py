@@ -40,8 +40,8 @@ from harness.serving import loadgen
 from harness.serving.loadgen import SharedPrefixes, Sweep
 from harness.serving.traffic import Traffic
 from harness.targets.target import Target
-from suites.inference.common import (SERVED_MODEL, deploy, require, servers_selector, traffic_for, wait_ready,
-                                     wait_served)
+from suites.inference.common import (SERVED_MODEL, deploy, require, servers_selector, standin_server, traffic_for,
+                                     wait_ready, wait_served)
 
 # After the run that decides: a burst of 120 (above what four stand-ins sustain), then four stages of 5 s up to the
 # saturation point.
@@ -76,7 +76,7 @@ def routing_run(backend: Backend, workloads: Workloads, profile: Profile, target
     if cache_tokens <= 0:
         pytest.skip("not checked: the profile's stand-in has no prefix cache (inference.standin: prefix-cache-tokens)")
     traffic = traffic_for(target, profile)
-    server = {"load-time": "1s", **profile.standin, **(standin or {})}
+    server = standin_server(profile, standin)
     generator = loadgen.required()
     limits = profile.thresholds[capacity.CRITERION.id]  # capacity's SLO: the knee both ways is capacity's
     tenant = profile.tenants[0]
@@ -126,7 +126,7 @@ def measured(name: str, service: ModelService, url: str, generator: loadgen.Load
              work: Path) -> Route:
     """One route: every prompt once and its servers' prefix-cache counters once Prometheus has scraped them after
     it; then the sweep."""
-    slo = {"ttft": limits["slo_ttft_p99_s"], "itl": limits["slo_itl_p99_s"]}
+    slo = capacity.slo_of(limits)
     load = prefixes.each_once(EACH_ONCE_RPS)
     once = generator.run(traffic, generator.shared_prefix_config(url, service.model, load, prefixes, slo,
                                                                  work / "once"), work / "once",

@@ -31,6 +31,11 @@ CRITERION = register(Criterion(
 SLO = (("ttft", "slo_ttft_p99_s"), ("itl", "slo_itl_p99_s"))
 
 
+def slo_of(limits: dict[str, float]) -> dict[str, float]:
+    """The SLO as the load generator's goodput constraints (seconds by metric) from the profile's limits."""
+    return {key: limits[limit] for key, limit in SLO}
+
+
 @dataclass(frozen=True)
 class Stage:
     """One stage of the sweep: the rate offered and what the generator measured."""
