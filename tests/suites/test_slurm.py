@@ -131,7 +131,7 @@ def test_queue_classes_fail_on_slurm_when_the_session_qos_cannot_preempt_trainin
     bound; the reference starts it in about 0.5 s)."""
     sim_slurm.sacctmgr(slurm, "modify", "qos", "where", "name=high", "set", "preempt=")
     fails_on_slurm("suites/governance/test_queue_classes.py",
-                   "governance.queue_classes [slurm]: measured session_start_within_s: 20.", "(wanted <= 10 s)",
+                   "governance.queue_classes [slurm]: measured session_start_within_s: 20 s", "(wanted <= 10 s)",
                    args=(f"--profile={profile_variant(tmp_path, SESSION_IN_10_S)}",))
 
 
