@@ -31,12 +31,12 @@ from harness.run.reports import (is_harness_error, is_inconclusive, note_environ
                                  record_outcome, redact_report)
 from harness.run.fixtures import (api, backend, destructive, destructive_refused, disrupts, evidence, gpupoc_config,
                                   gpus_held, head_start, namespace, namespaces_going, profile, prometheus, queue_model,
-                                  submitted, target, workloads)
+                                  quota_reserved, submitted, target, workloads)
 
 __all__ = [  # the fixtures: pytest finds them on the plugin
     "api", "backend", "destructive", "destructive_refused", "disrupts", "evidence", "gpupoc_config", "gpus_held",
-    "head_start", "namespace", "namespaces_going", "profile", "prometheus", "queue_model", "submitted", "target",
-    "workloads"]
+    "head_start", "namespace", "namespaces_going", "profile", "prometheus", "queue_model", "quota_reserved",
+    "submitted", "target", "workloads"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from harness.backends.base import (GPU_SHARING, Capabilities, Controllers, Monitoring, PreemptionCounter, QueueUsage,
                                    Releases,
                                    WaitHistogram)
@@ -80,7 +82,18 @@ def owner_name(obj: dict[str, Any]) -> str | None:
 
 PREEMPTED_WORKLOADS = PreemptionCounter("sum(kueue_preempted_workloads_total)", "workloads")
 # Kueue labels each Workload with the UID of the job it queues
-WORKLOAD_KIND = OwnedKind(API_VERSION, "Workload", workload_status, "kueue.x-k8s.io/job-uid")
+def workload_reservation(obj: dict[str, Any], resource: str) -> tuple[str, float]:
+    """Pure: the ClusterQueue a Workload's admission charged and the GPUs of its quota (each pod set's resource
+    usage; not admitted, or an eviction cleared it: what Kueue says it requests, status.resourceRequests)."""
+    status = obj.get("status") or {}
+    admission = status.get("admission") or {}
+    usage = [a.get("resourceUsage") or {} for a in admission.get("podSetAssignments") or []]
+    if not any(resource in u for u in usage):
+        usage = [r.get("resources") or {} for r in status.get("resourceRequests") or []]
+    return str(admission.get("clusterQueue", "")), sum(float(parse_quantity(u.get(resource, 0) or 0)) for u in usage)
+
+
+WORKLOAD_KIND = OwnedKind(API_VERSION, "Workload", workload_status, "kueue.x-k8s.io/job-uid", workload_reservation)
 
 
 MONITORING = Monitoring((

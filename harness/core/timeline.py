@@ -82,13 +82,21 @@ MEMBER_KIND = "Pod"  # the timeline's kind of member transitions (a Pod; a node 
 def running_intervals(timeline: Timeline, now: float) -> list[tuple[str, float, float]]:
     """(pod, running since, running until) from the pod transitions; still running ends at `now`. A member back to
     pending after running (a Slurm job requeued) stopped holding its GPUs then."""
+    return state_intervals(timeline, MEMBER_KIND, ("running",), now, ends=("pending", "succeeded", "failed", "deleted"))
+
+
+def state_intervals(timeline: Timeline, kind: str, states: tuple[str, ...], now: float,
+                    ends: tuple[str, ...] | None = None) -> list[tuple[str, float, float]]:
+    """(object, since, until) of each stretch an object of `kind` spent in `states`, from its transitions: it ends at
+    a state in `ends` (None: any other state) or the object's deletion; one not ended ends at `now`."""
     result = []
-    for name in sorted({t.name for t in timeline.transitions if t.kind == MEMBER_KIND}):
+    for name in sorted({t.name for t in timeline.transitions if t.kind == kind}):
         start = None
-        for t in timeline.of(MEMBER_KIND, name):
-            if t.state == "running" and start is None:
+        for t in timeline.of(kind, name):
+            gone = t.event == "DELETED" or (t.state in ends if ends is not None else t.state not in states)
+            if t.state in states and not gone and start is None:
                 start = t.seen_at
-            elif t.state in ("pending", "succeeded", "failed", "deleted") and start is not None:
+            elif gone and start is not None:
                 result.append((name, start, t.seen_at))
                 start = None
         if start is not None:

@@ -19,7 +19,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
 from harness.cluster.apply import apply_objects, dynamic_client
-from harness.jobs.model import GangJob, JobKinds, JobStatus, MakesJobs, job_of, pod_state
+from harness.jobs.model import ADMITTED, RUNNING, GangJob, JobKinds, JobStatus, MakesJobs, job_of, pod_state
 from harness.jobs.service import ModelService
 from harness.config.accelerators import DEFAULT
 from harness.core.objects import created_at
@@ -34,7 +34,7 @@ from harness.cluster.refusals import creation_refused, not_started
 from harness.cluster.manifests import RUN_LABEL, TEST_LABEL, dressed, exit_request, label_value_for_test, labelled
 from harness.config.workloads import WorkloadSpec
 from harness.core.samples import Samples
-from harness.core.timeline import Timeline, Transition, running_intervals, MEMBER_KIND
+from harness.core.timeline import Timeline, Transition, running_intervals, state_intervals, MEMBER_KIND
 from harness.cluster.lost_node import LOST_NODE_TAINT, set_lost, taken_off
 from harness.cluster.safety import require_ours
 from harness.cluster.tracker import Tracker, describe_phase
@@ -260,6 +260,7 @@ class Workloads(MakesJobs):
         namespace = job.tenant.namespace
         self.jobs(namespace)
         self.pods(namespace)
+        self.owned(namespace)  # the quota its queue reserves for it (cost attribution)
         template = job.claim_template()
         manifests = dressed(labelled([*([template] if template else []), *self.backend.manifests(job)], self.run_id,
                                      self.test), self.workload_spec)
@@ -369,6 +370,31 @@ class Workloads(MakesJobs):
                                      ((pod or {}).get("spec") or {}).get("nodeName") or ""))
         return held
 
+    def gpus_reserved(self, resource: str, now: float) -> list[Held]:
+        """When each of its jobs held its queue's quota of GPUs (the objects its backend's queue made for it,
+        admitted, from the watch events): for a queue whose usage metric counts reservations (Kueue's)."""
+        owned = self.backend.owned_kind()
+        if owned is None or owned.reserved is None:
+            return []
+        held = []
+        admitted = state_intervals(self.timeline, owned.kind, (ADMITTED, RUNNING), now)
+        for (namespace, kind), tracker in list(self._trackers.items()):
+            if kind != owned.kind:
+                continue
+            seen, ours = {**tracker.gone, **tracker.objects}, self._uids.get(namespace, set())
+            for name, start, end in admitted:
+                obj = seen.get(name)
+                meta = (obj or {}).get("metadata") or {}
+                if obj is None or (meta.get("labels") or {}).get(owned.job_uid_label) not in ours:
+                    continue
+                queue, gpus = owned.reserved(obj, resource)
+                owners = meta.get("ownerReferences") or [{}]
+                job = self._jobs.get(owners[0].get("name", ""))
+                queue = self.backend.charged_queue(job) if job else queue  # an eviction clears the admission's
+                if gpus:
+                    held.append(Held(namespace, name, self.backend.name, queue, int(gpus), start, end))
+        return held
+
     def close(self) -> list[str]:
         """Stop the watches, delete what this test created, wait until gone; return what stayed.
 
@@ -379,10 +405,14 @@ class Workloads(MakesJobs):
         # a case that ended early leaves no node tainted
         leftovers = [stays for node in self._lost if (stays := taken_off(self.api, node))]
         self._lost.clear()
-        pod_watches = [t for (_, kind), t in self._trackers.items() if kind == MEMBER_KIND]
+        # the pods' watches see them go (when each stopped holding its GPUs), the queue's objects' theirs (when
+        # each stopped holding quota: Kueue's Workloads); the others end now, each within one watch chunk
+        owned = self.backend.owned_kind()
+        kept = {MEMBER_KIND, *([owned.kind] if owned else [])}
+        pod_watches = [t for (_, kind), t in self._trackers.items() if kind in kept]
         for tracker in self._trackers.values():
-            if tracker not in pod_watches:  # the pods' watches see them go: when each stopped holding its GPUs
-                tracker.stop(wait=False)  # each ends within one watch chunk, in the background
+            if tracker not in pod_watches:
+                tracker.stop(wait=False)
         dynamic = dynamic_client(self.api)
         for namespace, api_version, kind in sorted(self._submitted):
             dynamic.resources.get(api_version=api_version, kind=kind).delete(
@@ -400,7 +430,6 @@ class Workloads(MakesJobs):
             except WaitTimeout as exc:  # reported in the record, never silently ignored
                 leftovers.append(str(exc))
 
-        owned = self.backend.owned_kind()
         owned_resource = _resource(dynamic, owned.api_version, owned.kind) if owned and self._uids else None
         for namespace in sorted({ns for ns, _, _ in self._submitted}):
             wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",

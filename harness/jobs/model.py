@@ -161,6 +161,9 @@ class OwnedKind:
     kind: str
     status: Callable[[dict[str, Any]], JobStatus]
     job_uid_label: str  # the label naming the UID of the job it belongs to
+    # (object, GPU resource) -> (the queue it charged, the GPUs of its quota) while admitted: a queue's usage metric
+    # that counts reservations (Kueue's) is compared with these, not with the pods (cost attribution)
+    reserved: Callable[[dict[str, Any], str], tuple[str, float]] | None = None
 
 
 def pod_state(pod: dict[str, Any]) -> str:

@@ -121,6 +121,11 @@ class JobSystem(Protocol):
         """When each member held its GPUs of `resource` (cost attribution); still held ends at `now`."""
         ...
 
+    def gpus_reserved(self, resource: str, now: float) -> list[Held]:
+        """When each job held its queue's quota of `resource` where the queue reserves it at admission (Kueue's
+        Workloads), else []; still held ends at `now`."""
+        ...
+
     def close(self) -> list[str]:
         """Delete (cancel) what was submitted and wait for it to go; what would not go, in words."""
         ...

@@ -26,8 +26,7 @@ from harness.cluster.prometheus import Prometheus
 from harness.cluster.safety import destructive_refusal
 from harness.targets.target import Target
 from harness.run.keys import (CALL_REPORT_KEY, DISRUPTED_KEY, EVIDENCE_KEY, HEAD_STARTS_KEY, HELD_KEY, LOCK_KEY,
-                              SUBMITTED_KEY,
-                              run_config)
+                              RESERVED_KEY, SUBMITTED_KEY, run_config)
 from harness.serving.traffic import stop_clients
 from harness.run.session import apply_queue_model_if_allowed, backend_unavailable, connected
 
@@ -152,7 +151,9 @@ def workloads(api: client.ApiClient, target: Target, backend: Backend, gpupoc_co
     finally:  # what the test submitted is deleted even when its system cannot be read
         leftovers = jobs.close()
     # after close: its members' watches saw each go (a pod still there holds its GPUs until now)
-    request.config.stash.setdefault(HELD_KEY, []).extend(jobs.gpus_held(queue_model.gpu.resource, time.time()))
+    now = time.time()
+    request.config.stash.setdefault(HELD_KEY, []).extend(jobs.gpus_held(queue_model.gpu.resource, now))
+    request.config.stash.setdefault(RESERVED_KEY, []).extend(jobs.gpus_reserved(queue_model.gpu.resource, now))
     record.amend_result(request.config, request.node.nodeid, diagnostics, leftovers, jobs.samples.as_list())
 
 
@@ -167,6 +168,14 @@ def submitted(pytestconfig: pytest.Config) -> list[Submitted]:
 def gpus_held(pytestconfig: pytest.Config) -> list[Held]:
     """When each pod the run's tests submitted so far held GPUs (for cost attribution, which runs last)."""
     found: list[Held] = pytestconfig.stash.get(HELD_KEY, [])
+    return list(found)
+
+
+@pytest.fixture()
+def quota_reserved(pytestconfig: pytest.Config) -> list[Held]:
+    """When each job the run's tests submitted so far held its queue's quota, where the queue reserves it at
+    admission (Kueue's Workloads; for cost attribution, which runs last)."""
+    found: list[Held] = pytestconfig.stash.get(RESERVED_KEY, [])
     return list(found)
 
 

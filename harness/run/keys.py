@@ -42,6 +42,7 @@ SUBMITTED_KEY = pytest.StashKey[list[Submitted]]()
 
 
 HELD_KEY = pytest.StashKey[list[Held]]()
+RESERVED_KEY = pytest.StashKey[list[Held]]()  # quota a queue reserved for a job while admitted (Kueue's Workloads)
 
 
 HEAD_STARTS_KEY = pytest.StashKey[dict[str, headstart.HeadStart]]()

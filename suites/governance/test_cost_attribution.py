@@ -187,7 +187,7 @@ def slurm_accounting(profile: Profile, held: list[Held], jobs: list[Submitted], 
 
 @pytest.mark.gpupoc_last
 def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prometheus, gpus_held: list[Held],
-                          submitted: list[Submitted], gpupoc_config: RunConfig,
+                          quota_reserved: list[Held], submitted: list[Submitted], gpupoc_config: RunConfig,
                           evidence: Callable[[str], Evidence]) -> None:
     ev = evidence(CRITERION.id)
     if not gpus_held:
@@ -219,30 +219,42 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
 
     queue_rows: list[dict[str, str]] = []
     by_queue: list[Estimate] = []
-    for system in sorted({backends.ALL[h.backend].queued_by or h.backend for h in gpus_held}):
+    for system in sorted({backends.ALL[h.backend].queue_system for h in gpus_held}):
         usage = backends.ALL[system].queue_usage
         promql = usage.promql if usage is not None else backends.ALL[system].usage_metric
         if not promql:
             continue
-        mine_here = [h for h in gpus_held if backends.ALL[h.backend].queue_system == system]
+        running_here = [h for h in gpus_held if backends.ALL[h.backend].queue_system == system]
+        # a queue that reserves quota at admission (Kueue) counts it from then until the job ends or is evicted,
+        # whether or not its pods run: its metric is compared with the reservations, the pods shown beside them
+        owned = backends.ALL[system].owned_kind()
+        reserves = owned is not None and owned.reserved is not None
+        mine_here = [h for h in quota_reserved if backends.ALL[h.backend].queue_system == system] if reserves \
+            else running_here
+        what = "quota reserved" if reserves else "pods running"
         own = {t.queues[system]: t.name for t in queue_model.tenants if t.queues.get(system)}
         for queue, tenant_name in cost.charged_queues(own, tenant_of, mine_here).items():
             # by the queue the scheduler charged each job to (a job in another tenant's queue counts there, as the
             # scheduler counts it; a job of one GPU model in its tenant's queue of that model)
             held = [h for h in mine_here if h.queue == queue]
             mine = sum(h.gpu_seconds for h in held) / 3600
-            # a sampled gauge: each pod's start and end known to a scrape; pods between two scrapes may be missed
+            # a sampled gauge: each start and end known to a scrape; what lay between two scrapes may be missed
             resolution = (quadrature([h.gpus * STEP_S for h in held], ends=2)
                           + cost.unseen_resolution(held, set(), STEP_S)) / 3600
             metric = queue_gpu_hours(prometheus, promql.format(queue=queue, resource=queue_model.gpu.resource),
                                      window_s, ev)
             off = cost.disagreement(metric or 0.0, mine, resolution)
             by_queue.append(off)
-            queue_rows.append({"queue": f"{system} {queue}", "tenant": tenant_name,
-                               "GPU-hours (API timelines)": f"{mine:.4f}",
-                               "GPU-hours (scheduler metric)": ("no series" if metric is None
-                                                                else f"{metric:.4f} ± {resolution:.4f}"),
-                               "disagreement": f"{off.value:.1%} [{off.low:.1%}, {off.high:.1%}]"})
+            row = {"queue": f"{system} {queue}", "tenant": tenant_name, f"GPU-hours (API: {what})": f"{mine:.4f}"}
+            if reserves:
+                ran = sum(h.gpu_seconds for h in running_here if h.queue == queue) / 3600
+                row["GPU-hours (API: pods running)"] = f"{ran:.4f}"
+                if mine - ran > resolution:
+                    ev.note(f"{system} queue {queue} reserved {mine - ran:.4f} GPU-h of quota more than its jobs' "
+                            f"pods ran ({mine:.4f} against {ran:.4f}): admitted jobs whose pods were not running")
+            queue_rows.append(row | {"GPU-hours (scheduler metric)": ("no series" if metric is None
+                                                                       else f"{metric:.4f} ± {resolution:.4f}"),
+                                     "disagreement": f"{off.value:.1%} [{off.low:.1%}, {off.high:.1%}]"})
     ev.tables["cost: GPU-hours per queue over the run"] = queue_rows
     worst_queue = cost.worst(by_queue)
     if worst_queue is None:

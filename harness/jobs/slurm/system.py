@@ -533,6 +533,10 @@ class SlurmJobs(MakesJobs):
                                  start, end))
         return held
 
+    def gpus_reserved(self, resource: str, now: float) -> list[Held]:
+        """Slurm charges an account what its jobs are allocated, not a reservation apart from them."""
+        return []
+
     def _topology(self) -> str:
         return self.rest.site.topology() if self.rest.site.topology else ""
 

@@ -198,3 +198,12 @@ def test_kube_schedulers_own_gang_is_a_pod_group_its_jobs_pods_name(team: Any) -
     assert gang.sim_schedulers == () and gang.lacks("gang admission", SIM_FEATURES) is None
     assert "training.gang_admission" in gang.criteria and "inference.latency" not in gang.criteria
     assert not backends.ALL["default"].criteria  # every other backend: every criterion
+
+
+def test_a_kueue_workload_reserves_its_admissions_gpus_in_its_cluster_queue_and_its_pod_sets_before() -> None:
+    """What Kueue's usage metric counts: the admission's resource usage; with no admission, what it requests."""
+    from harness.backends.kueue import workload_reservation
+    assert workload_reservation(recorded("kueue-running"), "nvidia.com/gpu") == ("team-a", 2.0)
+    queue, gpus = workload_reservation(recorded("kueue-queued"), "nvidia.com/gpu")
+    assert (queue, gpus) == ("", 64.0)
+    assert workload_reservation(recorded("kueue-running"), "amd.com/gpu") == ("team-a", 0.0)
