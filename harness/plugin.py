@@ -53,8 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, _terminated)
     config.addinivalue_line("markers", "gpupoc_last: run after every other test (the audit of the whole run)")
     config.addinivalue_line("markers", "scale: the scale suite (run when asked: --scale on)")
-    config.addinivalue_line("markers", "quiet: measures the host's CPU: runs alone among the runs sharing the host "
-                                       "(harness/run/hostshare.py)")
+    config.addinivalue_line("markers", "quiet(backends=()): measures the host's CPU (on every backend, or on those "
+                                       "named): runs alone among the runs sharing the host (harness/run/hostshare.py)")
     config.addinivalue_line("markers", "sample: runs the workload sample (SKIP before it starts where the profile "
                                        "names no sample image)")
     config.addinivalue_line("markers", "head_start(observe, wanted): the case observes from the session's start, "

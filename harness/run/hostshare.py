@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import progress
+from harness.run.headstart import backend_of
 
 HOST_LOCK_ENV = "GPUPOC_HOST_LOCK"
 QUIET_AFTER_ENV = "GPUPOC_QUIET_AFTER"
@@ -58,7 +59,7 @@ def case_on_the_host(item: pytest.Item) -> Iterator[None]:
     if not named or item.get_closest_marker("skip") is not None:  # a case skipped before it runs measures nothing
         yield
         return
-    quiet = item.get_closest_marker(QUIET_MARK) is not None
+    quiet = is_quiet(item)
     if waits_for_quiet(item):
         wait_while_busy(Path(os.environ[QUIET_AFTER_ENV]), item.nodeid)
     with sharing(Path(named), quiet):
@@ -67,8 +68,14 @@ def case_on_the_host(item: pytest.Item) -> Iterator[None]:
 
 def waits_for_quiet(item: pytest.Item) -> bool:
     """A quiet case of a run given GPUPOC_QUIET_AFTER (and a host lock): it waits while that file exists."""
-    return bool(os.environ.get(HOST_LOCK_ENV) and os.environ.get(QUIET_AFTER_ENV)
-                and item.get_closest_marker(QUIET_MARK) is not None)
+    return bool(os.environ.get(HOST_LOCK_ENV) and os.environ.get(QUIET_AFTER_ENV) and is_quiet(item))
+
+
+def is_quiet(item: pytest.Item) -> bool:
+    """Marked quiet, for every backend or (`quiet(backends=(...))`) for the item's."""
+    mark = item.get_closest_marker(QUIET_MARK)
+    only = mark.kwargs.get("backends") if mark is not None else None
+    return mark is not None and (not only or backend_of(item) in only)
 
 
 def wait_while_busy(busy: Path, nodeid: str, timeout_s: float = QUIET_WAIT_S) -> None:

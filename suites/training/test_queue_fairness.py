@@ -203,6 +203,9 @@ def ranks_by_usage(backend: Backend, target: Features) -> bool:
 
 
 @pytest.mark.head_start(contend_ranked, ranks_by_usage)
+# KubeRay's operator starts a Ray cluster for each RayJob, on the host's CPU: beside make poc's other parts (CPU
+# pressure 0.59-0.75) team-b took 1.38 to 4.29 job lengths to hold its share (threshold 3), alone 1.1-1.9 (2026-12-08)
+@pytest.mark.quiet(backends=("kuberay",))
 def test_queue_fairness(target: Target, backend: Backend, workloads: JobSystem, queue_model: Profile,
                         evidence: Callable[[str], Evidence], head_start: HeadStart | None) -> None:
     require(target, backend, JOBS_COMPLETE)
