@@ -64,9 +64,9 @@ def prefixes_for(cache_tokens: int) -> SharedPrefixes:
 
 def routing_run(backend: Backend, workloads: Workloads, profile: Profile, target: Target, ev: Evidence,
                 prometheus: Prometheus, tmp_path: Path, standin: dict[str, str] | None = None,
-                sweep: Sweep | None = SWEEP) -> None:
+                sweep: Sweep | None = SWEEP, prefixes: SharedPrefixes | None = None) -> None:
     """`standin`: the sim's stand-in settings changed from the profile's (a misconfigured serving stack); `sweep`
-    None: the deciding run alone."""
+    None: the deciding run alone; `prefixes`: other prompts than those sized on the profile's cache."""
     require(target, backend, SERVED_MODEL)
     if not target.features.runs_sim_workloads:
         pytest.skip("not checked on a real cluster yet: the prefix-aware route is the Gateway API Inference "
@@ -85,7 +85,7 @@ def routing_run(backend: Backend, workloads: Workloads, profile: Profile, target
     aware = aware.but(server={**server, "prefix-route": aware.app})
     for service in (plain, aware):
         deploy(workloads, backend, service)
-    prefixes = prefixes_for(cache_tokens)
+    prefixes = prefixes or prefixes_for(cache_tokens)
     started = time.time()
     routes = []
     for name, service in (("plain Service", plain), ("prefix-aware route", aware)):

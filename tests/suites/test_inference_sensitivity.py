@@ -21,7 +21,7 @@ from harness.targets.target import Target
 from suites.inference.test_capacity import capacity_run
 from suites.inference.test_elasticity import autoscale_run
 from suites.inference.test_latency import latency_run
-from suites.inference.test_prefix_routing import routing_run
+from suites.inference.test_prefix_routing import prefixes_for, routing_run
 from tests.suites.test_inference import evidence_of
 
 
@@ -69,8 +69,9 @@ def test_prefix_routing_fails_when_the_model_servers_cache_no_prefix(
         tmp_path: Path) -> None:
     """Model servers without prefix caching (vLLM before V1 by default, or `--no-enable-prefix-caching`): the
     prefix-aware route finds nothing cached either, and the gain is 0 against the required 0.25. The deciding run
-    alone, no sweep: no hit at all decides it (0 of 288 requests: a Wilson interval up to 0.013)."""
+    alone, no sweep, on the fewest prompts the case sizes (8 prefixes, 48 requests a route, where the case's own
+    are 288): no hit at all decides it (0 of 48: a Wilson interval up to 0.074 each way)."""
     ev = evidence_of(prefix_routing.CRITERION.id, backend, queue_model)
     with pytest.raises(CriterionViolation, match=r"min_hit_rate_gain: 0 \[-?[\d.]+, [\d.]+\] \(wanted >= 0\.25\)"):
         routing_run(backend, workloads, queue_model, target, ev, prometheus, tmp_path,
-                    standin={"prefix-cache-tokens": "0"}, sweep=None)
+                    standin={"prefix-cache-tokens": "0"}, sweep=None, prefixes=prefixes_for(0))
