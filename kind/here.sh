@@ -189,8 +189,9 @@ install_volcano() {
 
 # Prometheus (kind/monitoring.yaml) and kube-state-metrics (its own examples/standard), then the host's
 # 127.0.0.1:$PROMETHEUS_PORT forwarded to Prometheus' NodePort on the control-plane node.
-# Below the ephemeral ports (32768-60999 here), where an outgoing connection can hold it (CI, 2026-12-06: 39090 in use).
-PROMETHEUS_PORT=${GPUPOC_KIND_PROMETHEUS_PORT:-19090}
+# Below the ephemeral ports (32768-60999 here), where an outgoing connection can hold it (CI, 2026-12-06: 39090 in use),
+# and outside every sim's port range (18000-32999: a multi-cluster worker sim's Prometheus had 19090, mt41 2026-12-08).
+PROMETHEUS_PORT=${GPUPOC_KIND_PROMETHEUS_PORT:-17090}
 install_monitoring_here() {
     local ksm config node_ip
     ksm=$(go env GOMODCACHE)/k8s.io/kube-state-metrics/v2@$(pin kube-state-metrics)/examples/standard

@@ -228,6 +228,10 @@ class Backend(Protocol):
         where the tenant has no queue in its queue system."""
         ...
 
+    def queue_named_on(self, pod: dict[str, Any]) -> str:
+        """The queue a pod that is no job's (a served model's replica, serving_pod) names for itself; '' none."""
+        ...
+
     def elastic(self, job: GangJob, max_workers: int) -> ElasticJob | None:
         """`job` (a head and `job.pods - 1` workers) as one whose workers can be resized up to `max_workers`."""
         ...
@@ -312,6 +316,14 @@ class Capabilities:
     @property
     def queue_system(self) -> str:
         return self.queued_by or self.name
+
+    pod_queue_key: tuple[str, str] | None = None  # where serving_pod names the queue: ("labels"|"annotations", key)
+
+    def queue_named_on(self, pod: dict[str, Any]) -> str:
+        if self.pod_queue_key is None:
+            return ""
+        where, key = self.pod_queue_key
+        return str(((pod.get("metadata") or {}).get(where) or {}).get(key, ""))
 
     def charged_queue(self, job: GangJob) -> str:
         """The tenant's queue, or its queue of the job's GPU model (model_queue: Volcano's, KAI's)."""

@@ -144,6 +144,7 @@ class KaiBackend(Capabilities):
     # high-priority jobs that got their GPUs by evicting someone.
     preemption = PreemptionCounter('sum(kai_podgroups_scheduled_by_action{action="preempt"})', "preemptors")
     monitoring = MONITORING
+    pod_queue_key = ("labels", QUEUE_LABEL)
     queue_usage = QueueUsage("scheduling.run.ai/v2", "Queue", allocated_gpus,
                              'sum(kai_queue_allocated_gpus{{queue_name="{queue}"}})')
     controllers = Controllers(("kai-scheduler",), ("kai-scheduler",),

@@ -121,6 +121,7 @@ class KueueBackend(Capabilities):
     monitoring = MONITORING
     controllers = Controllers(("kueue",), ("kueue-controller-manager",), needs=("kube-scheduler",))
     releases = Releases(("kueue",), ("kueue-controller-manager",))
+    pod_queue_key = ("labels", QUEUE_LABEL)  # its LocalQueue, named as the tenant's ClusterQueue is
     queue_usage = QueueUsage(API_VERSION, "ClusterQueue", cluster_queue_gpus,
                              'sum(kueue_cluster_queue_resource_usage{{cluster_queue="{queue}",resource="{resource}"}})')
 

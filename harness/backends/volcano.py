@@ -16,6 +16,7 @@ from harness.targets.target import Target
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 SCHEDULER_NAME = "volcano"
+POD_QUEUE = "scheduling.volcano.sh/queue-name"  # a pod's queue, for the PodGroup Volcano makes of a bare pod
 RUNNING_PHASES = ("Running", "Restarting", "Completing")
 FAILED_PHASES = ("Failed", "Aborted", "Terminated")
 
@@ -69,6 +70,7 @@ class VolcanoBackend(Capabilities):
                         "v1.14.0, and v1.15 does not compile against it): no next release to upgrade to")
     monitoring = MONITORING
     # scalar resources in thousandths (milli-GPUs), like the scheduler's own Resource type
+    pod_queue_key = ("annotations", POD_QUEUE)
     queue_usage = QueueUsage("scheduling.volcano.sh/v1beta1", "Queue", allocated_gpus,
                              'sum(volcano_queue_allocated_scalar_resources{{queue_name="{queue}",'
                              'resource="{resource}"}}) / 1000')
@@ -76,8 +78,7 @@ class VolcanoBackend(Capabilities):
     def serving_pod(self, tenant: Tenant) -> dict[str, Any]:
         """A Deployment's pods go to Volcano by scheduler name; its pod-group controller makes each a PodGroup in
         the tenant's queue (the queue-name annotation)."""
-        return {"schedulerName": SCHEDULER_NAME,
-                "annotations": {"scheduling.volcano.sh/queue-name": tenant.queues.get("volcano", "default")}}
+        return {"schedulerName": SCHEDULER_NAME, "annotations": {POD_QUEUE: tenant.queues.get("volcano", "default")}}
 
     def unavailable_reason(self, target: Target) -> str | None:
         return (missing_crd_reason(target.api, "batch.volcano.sh", "Job", self.name)

@@ -291,6 +291,8 @@ class Workloads(MakesJobs):
         for manifest in objects:
             self.samples.add(manifest)
         api = self.submitter(tenant) if self.submitter is not None else self.api
+        for namespace in {m["metadata"].get("namespace", tenant.namespace) for m in objects}:
+            self.owned(namespace)  # what the queue reserves for them, from the start (Kueue: a Workload per pod)
         applied = list(apply_objects(api, objects))
         if queued:
             for obj in applied:
@@ -364,8 +366,8 @@ class Workloads(MakesJobs):
                 pod = seen.get(name)
                 gpus = pod_gpus(pod, resource) if pod else 0
                 job = self._jobs.get(job_of(pod) or "") if pod else None
-                if gpus:
-                    queue = self.backend.charged_queue(job) if job else ""
+                if gpus:  # a served model's replica: the queue it names (charged as a job of its own)
+                    queue = self.backend.charged_queue(job) if job else self.backend.queue_named_on(pod or {})
                     held.append(Held(namespace, name, self.backend.name, queue, gpus, start, end,
                                      ((pod or {}).get("spec") or {}).get("nodeName") or ""))
         return held
@@ -381,7 +383,11 @@ class Workloads(MakesJobs):
         for (namespace, kind), tracker in list(self._trackers.items()):
             if kind != owned.kind:
                 continue
-            seen, ours = {**tracker.gone, **tracker.objects}, self._uids.get(namespace, set())
+            pods = self._trackers.get((namespace, MEMBER_KIND))
+            # ours: made for our jobs, or for our pods (Kueue admits a served model's replica as a Workload of its own)
+            ours = self._uids.get(namespace, set()) | {p["metadata"].get("uid") for p in (
+                [*pods.gone.values(), *pods.objects.values()] if pods else [])}
+            seen = {**tracker.gone, **tracker.objects}
             for name, start, end in admitted:
                 obj = seen.get(name)
                 meta = (obj or {}).get("metadata") or {}

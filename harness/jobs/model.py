@@ -230,6 +230,10 @@ class JobKinds(Protocol):
     def charged_queue(self, job: GangJob) -> str:
         ...
 
+    def queue_named_on(self, pod: dict[str, Any]) -> str:
+        """The queue a pod that is no job's (a served model's replica) names for itself; '' none."""
+        ...
+
     def tracked_kind(self) -> tuple[str, str]:
         ...
 

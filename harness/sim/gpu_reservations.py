@@ -87,11 +87,15 @@ def reconcile(core: client.CoreV1Api, same_uuid: bool) -> str:
     return str(listed.metadata.resource_version)
 
 
+READY = threading.Event()  # set once the first reconcile is done: a restart (`--same-uuid`) is in force when healthy
+
+
 def run(same_uuid: bool) -> None:
     core = client.CoreV1Api()
     while True:
         try:
             version = reconcile(core, same_uuid)
+            READY.set()
             for _ in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, label_selector=GROUP_LABEL,
                                           resource_version=version, timeout_seconds=WATCH_S):
                 reconcile(core, same_uuid)
@@ -102,7 +106,9 @@ def run(same_uuid: bool) -> None:
 
 class Health(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.send_response(200 if self.path == "/healthz" else 404)
+        # healthy once the reservation pods already there have been reconciled (rewritten, with --same-uuid): a
+        # restart that answered before it raced the case it was restarted for (mt41, 2026-12-08)
+        self.send_response((200 if READY.is_set() else 503) if self.path == "/healthz" else 404)
         self.end_headers()
 
     def log_message(self, *args: Any) -> None:

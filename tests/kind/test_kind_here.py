@@ -18,6 +18,7 @@ import pytest
 
 from harness.config.versions import load_pins
 from harness.core.paths import REPO_ROOT, bin_dir, gpupoc_home
+from tests.heavy import apart_for_inotify
 
 HERE = REPO_ROOT / "kind" / "here.sh"
 UP_TIMEOUT_S = 900  # a cold node image: mmdebstrap and the image imports (57 s warm, 2026-12-05)
@@ -57,14 +58,15 @@ def here(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def kind_here() -> Iterator[Path]:
-    try:
-        up = here("up", UP_TIMEOUT_S)
-        assert up.returncode == 0, up.stderr[-3000:]
-        yield kind_kubeconfig()
-    finally:
-        down = here("down", DOWN_TIMEOUT_S)
-        assert down.returncode == 0, down.stderr[-3000:]
-        assert "as before up" in down.stderr, down.stderr[-3000:]
+    with apart_for_inotify():
+        try:
+            up = here("up", UP_TIMEOUT_S)
+            assert up.returncode == 0, up.stderr[-3000:]
+            yield kind_kubeconfig()
+        finally:
+            down = here("down", DOWN_TIMEOUT_S)
+            assert down.returncode == 0, down.stderr[-3000:]
+            assert "as before up" in down.stderr, down.stderr[-3000:]
 
 
 def images_in(namespace: str) -> set[str]:

@@ -34,6 +34,7 @@ from harness.targets.target import Target
 from suites.operations.test_combined import combined_run
 from suites.operations.test_multicluster import WORKERS, multicluster_run
 from suites.operations.test_upgrade import upgrade_run
+from tests.heavy import apart_for_inotify
 from tests.suites.test_governance import suite
 
 
@@ -84,7 +85,7 @@ def test_combined_fails_when_the_jobs_bypass_the_queue(sim_api: client.ApiClient
 @pytest.fixture(scope="module")
 def worker_sims(sim_api: client.ApiClient) -> Iterator[list[Any]]:
     """Two worker sims for both multicluster tests (the misconfigured run first: it leaves them as they were)."""
-    with sim.worker_sims(WORKERS, 8) as sims:
+    with apart_for_inotify(), sim.worker_sims(WORKERS, 8) as sims:
         yield sims
 
 

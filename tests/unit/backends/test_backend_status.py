@@ -207,3 +207,12 @@ def test_a_kueue_workload_reserves_its_admissions_gpus_in_its_cluster_queue_and_
     queue, gpus = workload_reservation(recorded("kueue-queued"), "nvidia.com/gpu")
     assert (queue, gpus) == ("", 64.0)
     assert workload_reservation(recorded("kueue-running"), "amd.com/gpu") == ("team-a", 0.0)
+
+
+@pytest.mark.parametrize("backend_name", ["kueue", "volcano", "kai", "default"])
+def test_a_served_models_replica_is_charged_to_the_queue_its_pod_names(team: Any, backend_name: str) -> None:
+    """Cost per queue: a replica is no job, so its queue is read from the pod serving_pod made (none on default)."""
+    backend = backends.ALL[backend_name]
+    shape = backend.serving_pod(team)
+    pod = {"metadata": {"labels": shape.get("labels", {}), "annotations": shape.get("annotations", {})}}
+    assert backend.queue_named_on(pod) == ("" if backend_name == "default" else team.queues[backend_name])
