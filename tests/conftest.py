@@ -81,7 +81,8 @@ def core(sim_api: client.ApiClient) -> client.CoreV1Api:
 LONGEST_FIRST = ("tests/suites/test_slurm.py", "tests/suites/test_training_scenarios.py",
                  "tests/suites/test_training_sensitivity.py", "tests/sim/test_faults.py",
                  "tests/suites/test_governance.py", "tests/suites/test_inference.py",
-                 "tests/suites/test_operations.py", "tests/suites/test_inference_sensitivity.py",
+                 "tests/suites/test_operations.py", "tests/suites/test_multicluster.py",
+                 "tests/suites/test_inference_sensitivity.py",
                  "tests/sim/test_schedulers.py", "tests/suites/test_scale.py")
 
 

@@ -419,41 +419,43 @@ class Workloads(MakesJobs):
         for tracker in self._trackers.values():
             if tracker not in pod_watches:
                 tracker.stop(wait=False)
-        dynamic = dynamic_client(self.api)
-        for namespace, api_version, kind in sorted(self._submitted):
-            dynamic.resources.get(api_version=api_version, kind=kind).delete(
-                namespace=namespace, label_selector=self.selector, propagation_policy="Background")
-        if self.simulated:  # the test is over: on the sim its serving pods need not drain (2 s each); a real
-            for namespace in sorted({ns for ns, _, _ in self._submitted}):  # cluster's pods terminate as they do
-                client.CoreV1Api(self.api).delete_collection_namespaced_pod(
-                    namespace, label_selector=self.selector, grace_period_seconds=0)
+        try:  # the kept watches end whatever happens here (an API server down after a restart case)
+            dynamic = dynamic_client(self.api)
+            for namespace, api_version, kind in sorted(self._submitted):
+                dynamic.resources.get(api_version=api_version, kind=kind).delete(
+                    namespace=namespace, label_selector=self.selector, propagation_policy="Background")
+            if self.simulated:  # the test is over: on the sim its serving pods need not drain (2 s each); a real
+                for namespace in sorted({ns for ns, _, _ in self._submitted}):  # cluster's pods terminate as they do
+                    client.CoreV1Api(self.api).delete_collection_namespaced_pod(
+                        namespace, label_selector=self.selector, grace_period_seconds=0)
 
-        deadline = time.monotonic() + self.delete_timeout_s  # one budget for all of it, not one per kind
+            deadline = time.monotonic() + self.delete_timeout_s  # one budget for all of it, not one per kind
 
-        def wait_gone_or_report(list_func: Callable[..., Any], what: str, **selectors: Any) -> None:
-            try:
-                wait_gone(list_func, what, timeout_s=max(1.0, deadline - time.monotonic()), **selectors)
-            except WaitTimeout as exc:  # reported in the record, never silently ignored
-                leftovers.append(str(exc))
+            def wait_gone_or_report(list_func: Callable[..., Any], what: str, **selectors: Any) -> None:
+                try:
+                    wait_gone(list_func, what, timeout_s=max(1.0, deadline - time.monotonic()), **selectors)
+                except WaitTimeout as exc:  # reported in the record, never silently ignored
+                    leftovers.append(str(exc))
 
-        owned_resource = _resource(dynamic, owned.api_version, owned.kind) if owned and self._uids else None
-        for namespace in sorted({ns for ns, _, _ in self._submitted}):
-            wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
-                                namespace=namespace, label_selector=self.selector)
-            if owned is None or owned_resource is None:
-                continue
-            uids = sorted(self._uids.get(namespace, ()))
-            for start in range(0, len(uids), UIDS_PER_SELECTOR):  # a selector of 10,000 UIDs is too long a URL
-                chosen = ",".join(uids[start:start + UIDS_PER_SELECTOR])
-                wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
-                                    namespace=namespace, label_selector=f"{owned.job_uid_label} in ({chosen})")
-        for namespace, api_version, kind in sorted(self._submitted):  # and the objects themselves: a controller
-            if kind != "Pod":  # still tearing down a burst of them (KubeRay's RayJobs) delays the next test's own
-                wait_gone_or_report(dynamic.resources.get(api_version=api_version, kind=kind).get,
-                                    f"{kind}s of {self.test} in {namespace}", namespace=namespace,
-                                    label_selector=self.selector)
-        for tracker in pod_watches:
-            tracker.stop(wait=False)
+            owned_resource = _resource(dynamic, owned.api_version, owned.kind) if owned and self._uids else None
+            for namespace in sorted({ns for ns, _, _ in self._submitted}):
+                wait_gone_or_report(client.CoreV1Api(self.api).list_namespaced_pod, f"pods of {self.test} in {namespace}",
+                                    namespace=namespace, label_selector=self.selector)
+                if owned is None or owned_resource is None:
+                    continue
+                uids = sorted(self._uids.get(namespace, ()))
+                for start in range(0, len(uids), UIDS_PER_SELECTOR):  # a selector of 10,000 UIDs is too long a URL
+                    chosen = ",".join(uids[start:start + UIDS_PER_SELECTOR])
+                    wait_gone_or_report(owned_resource.get, f"{owned.kind}s of {self.test} in {namespace}",
+                                        namespace=namespace, label_selector=f"{owned.job_uid_label} in ({chosen})")
+            for namespace, api_version, kind in sorted(self._submitted):  # and the objects themselves: a controller
+                if kind != "Pod":  # still tearing down a burst of them (KubeRay's RayJobs) delays the next test's own
+                    wait_gone_or_report(dynamic.resources.get(api_version=api_version, kind=kind).get,
+                                        f"{kind}s of {self.test} in {namespace}", namespace=namespace,
+                                        label_selector=self.selector)
+        finally:
+            for tracker in pod_watches:
+                tracker.stop(wait=False)
         return leftovers
 
 

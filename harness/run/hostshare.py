@@ -75,7 +75,8 @@ def is_quiet(item: pytest.Item) -> bool:
     """Marked quiet, for every backend or (`quiet(backends=(...))`) for the item's."""
     mark = item.get_closest_marker(QUIET_MARK)
     only = mark.kwargs.get("backends") if mark is not None else None
-    return mark is not None and (not only or backend_of(item) in only)
+    named = (only,) if isinstance(only, str) else tuple(only or ())
+    return mark is not None and (not named or backend_of(item) in named)
 
 
 def wait_while_busy(busy: Path, nodeid: str, timeout_s: float = QUIET_WAIT_S) -> None:

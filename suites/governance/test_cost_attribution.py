@@ -196,7 +196,8 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
     start, end = min(h.start for h in gpus_held), time.time()
     # every target scraped once more since the last pod ended: the series say all there is to say
     poll(lambda: prometheus.instant("min(timestamp(up))"), lambda s: bool(s) and s[0].value > end, SETTLE_S)
-    window_s = int(end - start) + 2 * STEP_S
+    # a queue that reserves at admission holds quota before its pods run: its metric's window starts with that
+    window_s = int(end - min([start, *(h.start for h in quota_reserved)])) + 2 * STEP_S
     tenant_of = {t.namespace: t.name for t in queue_model.tenants}
     pods = [h for h in gpus_held if h.backend != "slurm"]  # kube-state-metrics sees pods; Slurm's jobs: slurmdbd
     api = cost.gpu_hours_by(pods, tenant_of)
@@ -219,7 +220,7 @@ def test_cost_attribution(target: Target, queue_model: Profile, prometheus: Prom
 
     queue_rows: list[dict[str, str]] = []
     by_queue: list[Estimate] = []
-    for system in sorted({backends.ALL[h.backend].queue_system for h in gpus_held}):
+    for system in sorted({backends.ALL[h.backend].queue_system for h in [*gpus_held, *quota_reserved]}):
         usage = backends.ALL[system].queue_usage
         promql = usage.promql if usage is not None else backends.ALL[system].usage_metric
         if not promql:

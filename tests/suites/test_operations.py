@@ -1,14 +1,12 @@
 """The operations suite on the sim: schedulers combined (Kueue in front of Volcano) passing with the pair's gang
-held whole, and FAILing, with the measured value, when the jobs bypass the queue; one queue over two clusters
-(MultiKueue, two worker sims) passing with a worker lost mid-run, and FAILing when the workers' kubeconfigs name
-their CA by path; an upgrade in place (Kueue v0.18.3 -> v0.19.2) passing with a busy queue, and FAILing when its CRD
-step is left out."""
+held whole, and FAILing, with the measured value, when the jobs bypass the queue; an upgrade in place (Kueue v0.18.3
+-> v0.19.2) passing with a busy queue, and FAILing when its CRD step is left out. One queue over two clusters is
+tests/suites/test_multicluster.py."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,17 @@ from harness.cluster.apply import served_crds
 from harness.config.profile import Profile
 from harness.core.errors import CriterionViolation, WaitTimeout
 from harness.criteria.operations.combined import CRITERION
-from harness.criteria.operations import multicluster, upgrade
+from harness.criteria.operations import upgrade
 from harness.jobs.kubernetes import Workloads
 from harness.jobs.model import GangJob
 from harness.record.evidence import Evidence
 from harness.record.model import load_record
 from harness.run.outcomes import load_expected, unexpected
-from harness.setup.multicluster import CA_BY_PATH_ENV
 from harness.targets import sim
 from harness.targets.upgrade import ClusterUpgrade, SimUpgrade
 from harness.targets.target import Target
 from suites.operations.test_combined import combined_run
-from suites.operations.test_multicluster import WORKERS, multicluster_run
 from suites.operations.test_upgrade import upgrade_run
-from tests.heavy import apart_for_inotify
 from tests.suites.test_governance import suite
 
 
@@ -80,42 +75,6 @@ def test_combined_fails_when_the_jobs_bypass_the_queue(sim_api: client.ApiClient
     with pytest.raises(CriterionViolation, match=r"max_pods_bound_before_admission: [1-9]\d* pods \(wanted <= 0 "
                                                  r"pods\).*the job left out: [^:]+: unknown to the queue"):
         combined_run(backend, workloads, queue_model, evidence)
-
-
-@pytest.fixture(scope="module")
-def worker_sims(sim_api: client.ApiClient) -> Iterator[list[Any]]:
-    """Two worker sims for both multicluster tests (the misconfigured run first: it leaves them as they were)."""
-    with apart_for_inotify(), sim.worker_sims(WORKERS, 8) as sims:
-        yield sims
-
-
-@pytest.mark.parametrize("backend", ["kueue"], indirect=True)
-def test_one_queue_over_two_clusters_fails_when_the_workers_kubeconfigs_name_their_ca_by_path(
-        target: Target, workloads: Workloads, queue_model: Profile, worker_sims: list[Any],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kueue v0.19 refuses a kubeconfig naming its CA by path (InsecureKubeConfig): no worker is active, nothing is
-    dispatched; the case ends as soon as every worker is refused for good: no dispatch measured, both jobs lost."""
-    monkeypatch.setenv(CA_BY_PATH_ENV, "1")
-    evidence = Evidence.of(multicluster.CRITERION, "kueue", queue_model.thresholds[multicluster.CRITERION.id])
-    with pytest.raises(CriterionViolation, match=r"max_dispatch_s: nothing measured \(wanted <= 15 s\).*"
-                                                 r"max_jobs_lost: 2 jobs"):
-        multicluster_run(target, workloads, queue_model, [s.cluster() for s in worker_sims], lambda _name: "",
-                         evidence)
-    assert any("InsecureKubeConfig" in note for note in evidence.notes), evidence.notes
-
-
-@pytest.mark.parametrize("backend", ["kueue"], indirect=True)
-def test_one_queue_over_two_clusters_runs_each_job_once_and_moves_a_lost_workers_jobs(
-        target: Target, workloads: Workloads, queue_model: Profile, worker_sims: list[Any]) -> None:
-    by_name = {s.name: s for s in worker_sims}
-    evidence = Evidence.of(multicluster.CRITERION, "kueue", queue_model.thresholds[multicluster.CRITERION.id])
-    multicluster_run(target, workloads, queue_model, [s.cluster() for s in worker_sims],
-                     lambda name: by_name[name].down(), evidence)
-    checks = {c.name: c for c in evidence.checks}
-    assert all(c.passed and not c.not_checked for c in checks.values()), [c.describe() for c in checks.values()]
-    assert checks["max_redispatch_s"].measured is not None and checks["max_redispatch_s"].measured > 0
-    rows = evidence.tables["each job, on the manager and on the workers"]
-    assert any("," in row["ran on"] for row in rows), rows  # a job that ran on the worker taken away, then the other
 
 
 @pytest.mark.parametrize("backend", ["kueue"], indirect=True)
