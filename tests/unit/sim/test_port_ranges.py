@@ -36,3 +36,14 @@ def test_no_two_sims_share_a_port_range() -> None:
     clashes = [(a, b) for (a, x), (b, y) in zip(ordered, ordered[1:]) if y - x < SPAN]
     assert not clashes, clashes
     assert all(base + SPAN <= EPHEMERAL for base in bases.values()), bases
+
+
+def test_kinds_prometheus_forwarder_is_outside_every_sims_range() -> None:
+    """kind/here.sh forwards Prometheus from the host's 127.0.0.1 while make test's sims run: a multicluster worker
+    sim's Prometheus held 19090, kind's old port (make test mt41, 2026-12-08)."""
+    port = _constant("kind/here.sh", r"GPUPOC_KIND_PROMETHEUS_PORT:-(\d+)")
+    bases = [DEFAULT_PORT_BASE, *WORKER_PORT_BASES.values(), *PART_PORT_BASES, *MULTICLUSTER_WORKER_BASES,
+             _constant("tests/sim/test_lifecycle.py", r"PORT_BASE = (\d+)"),
+             _constant("tests/sim/test_real_nodes.py", r"PORT_BASE = (\d+)"),
+             _constant("bench/sim_bringup.py", r'PORT_BASE = "(\d+)"')]
+    assert not [b for b in bases if b <= port < b + SPAN] and port < EPHEMERAL, (port, sorted(bases))
